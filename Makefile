@@ -1,0 +1,76 @@
+# drivelab: one machine, root, Debian 12 / Ubuntu.
+#   make demo   build the local lab and show it (later: run the two-client scenario)
+#   make test   lint everything and run every test, lab tests included
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv
+BIN := $(VENV)/bin
+PY := /usr/bin/python3
+
+# What the lab, the host side and the tests need from Debian.
+APT_PACKAGES := postgresql postgresql-client postgresql-contrib fio openssh-server openssh-client \
+	xfsprogs btrfs-progs e2fsprogs util-linux iproute2 procps psmisc \
+	prometheus prometheus-node-exporter smartmontools hdparm sdparm nvme-cli mdadm \
+	python3-venv python3-pip sqlite3 chromium
+
+.PHONY: help setup apt venv demo test lint unit lab-test bench down clean
+
+help:
+	@echo "make demo    build the local lab, ping every host over SSH, show it"
+	@echo "make test    lint + unit + lab tests (installs what it needs)"
+	@echo "make bench   timing scripts in bench/, figures into docs/benchmarks.md"
+	@echo "make down    tear the local lab down"
+
+setup: apt venv
+
+# Installs only what is missing; services are kept from starting in the host's own
+# namespace (the lab starts its own, inside its namespaces).
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "drivelab: installing Debian packages:" $$missing; \
+	  made_policy=0; \
+	  if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; made_policy=1; fi; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; rc=$$?; \
+	  [ $$made_policy = 1 ] && rm -f /usr/sbin/policy-rc.d; \
+	  exit $$rc; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+demo: setup
+	$(BIN)/drivelab lab up
+	$(BIN)/ansible all -m ansible.builtin.ping
+	$(BIN)/drivelab lab status
+
+down: venv
+	$(BIN)/drivelab lab down
+
+lint: venv
+	$(BIN)/ruff check collector tests bench
+	$(BIN)/ruff format --check collector tests bench
+	$(BIN)/yamllint -s .
+	$(BIN)/ansible-lint --offline
+	@for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i localhost, $$p >/dev/null || exit 1; done; echo "syntax-check: playbooks OK"
+
+unit: venv
+	$(BIN)/pytest -m "not lab" tests
+
+lab-test: setup
+	$(BIN)/pytest -m lab tests
+
+test: setup lint
+	$(BIN)/pytest tests
+
+bench: setup
+	$(BIN)/python bench/lab_timing.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,52 @@
+"""The ``drivelab`` console script. Subcommands live in their own modules; each has a
+``register(subparsers)`` that adds its parser and sets ``func``. A user error ends in
+one line on stderr, ``drivelab: <what is wrong>``, and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from collector import __version__
+from collector.errors import DrivelabError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line naming it, not a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        raise DrivelabError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from collector import labcmd, reportcmd  # noqa: PLC0415  (keep --help fast)
+
+    parser = OneLineParser(
+        prog="drivelab",
+        description="How fast is PostgreSQL on this drive, and why.",
+    )
+    parser.add_argument("--version", action="version", version=f"drivelab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    sub.required = True
+    labcmd.register(sub)
+    reportcmd.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except DrivelabError as err:
+        print(f"drivelab: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("drivelab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
