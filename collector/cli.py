@@ -17,7 +17,9 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad argument is one line naming it, not a usage dump."""
 
     def error(self, message: str) -> NoReturn:
-        raise DrivelabError(f"{self.prog}: {message} (see '{self.prog} --help')")
+        where = self.prog.removeprefix("drivelab").strip()
+        prefix = f"{where}: " if where else ""
+        raise DrivelabError(f"{prefix}{message} (see '{self.prog} --help')")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,47 @@
+# Writes every failed or unreachable task as one JSON line to the file named by
+# $DRIVELAB_FAILURES, so the drivelab CLI can tell the user what went wrong in one
+# line instead of a screen of Ansible output. Messages of no_log tasks arrive censored.
+from __future__ import annotations
+
+import json
+import os
+
+from ansible.plugins.callback import CallbackBase
+
+DOCUMENTATION = """
+name: drivelab_failures
+type: notification
+short_description: failures as JSON lines for the drivelab CLI
+description: writes {host, task, msg} for each failed or unreachable task to $DRIVELAB_FAILURES
+"""
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "notification"
+    CALLBACK_NAME = "drivelab_failures"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def _record(self, result, kind):
+        path = os.environ.get("DRIVELAB_FAILURES")
+        if not path:
+            return
+        res = result._result
+        msg = res.get("msg") or res.get("stderr") or res.get("reason") or "failed"
+        if isinstance(msg, list):
+            msg = "; ".join(str(m) for m in msg)
+        line = {
+            "kind": kind,
+            "host": result._host.get_name(),
+            "task": result._task.get_name(),
+            "msg": " ".join(str(msg).split()),
+        }
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        if not ignore_errors:
+            self._record(result, "failed")
+
+    def v2_runner_on_unreachable(self, result):
+        self._record(result, "unreachable")

@@ -1,0 +1,136 @@
+"""The local lab seen from the controller: what the generated inventory says, and
+whether each host and drive is really there. Building and tearing down is
+playbooks/lab.yml's job; this module only reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from collector.errors import DrivelabError
+from collector.paths import LOCAL_INVENTORY
+
+INVENTORY = LOCAL_INVENTORY / "hosts.yml"
+MAX_CLIENTS = 200
+MIN_DB_MEMORY = 128 * 1024**2
+
+
+@dataclass(frozen=True)
+class LabDrive:
+    name: str
+    device: str
+    cls: str
+    size_bytes: int
+    iops_cap: int
+    backing_file: str
+    attached: bool
+
+
+@dataclass(frozen=True)
+class LabHost:
+    name: str
+    group: str
+    address: str
+    netns: str
+    netns_exists: bool
+    ssh_answers: bool
+
+
+@dataclass(frozen=True)
+class LabStatus:
+    inventory: str
+    subnet: str
+    db_memory_bytes: int
+    hosts: list[LabHost] = field(default_factory=list)
+    drives: list[LabDrive] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+
+def load_inventory(path: Path = INVENTORY) -> dict:
+    if not path.exists():
+        raise DrivelabError(f"no local lab: {path} does not exist; run 'drivelab lab up'")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise DrivelabError(f"{path}: not valid YAML ({err.__class__.__name__})") from err
+
+
+def _netns_names() -> set[str]:
+    proc = subprocess.run(["ip", "-j", "netns", "list"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return set()
+    return {entry["name"] for entry in json.loads(proc.stdout)}
+
+
+def _ssh_answers(address: str, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((address, 22), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            return sock.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def _attached(backing_file: str) -> bool:
+    proc = subprocess.run(["losetup", "-j", backing_file], capture_output=True, text=True, check=False)
+    return proc.returncode == 0 and bool(proc.stdout.strip())
+
+
+def status(path: Path = INVENTORY) -> LabStatus:
+    inv = load_inventory(path)
+    top = inv.get("all", {})
+    children = top.get("children", {})
+    namespaces = _netns_names()
+    hosts: list[LabHost] = []
+    drives: list[LabDrive] = []
+    db_memory = 0
+    for group in ("db", "clients"):
+        for name, hv in (children.get(group, {}).get("hosts") or {}).items():
+            netns = hv.get("drivelab_netns", "")
+            hosts.append(
+                LabHost(
+                    name=name,
+                    group=group,
+                    address=hv["ansible_host"],
+                    netns=netns,
+                    netns_exists=netns in namespaces,
+                    ssh_answers=_ssh_answers(hv["ansible_host"]),
+                )
+            )
+            if group == "db":
+                db_memory = int(hv.get("db_memory_bytes", 0))
+                for d in hv.get("candidate_drives") or []:
+                    drives.append(
+                        LabDrive(
+                            name=d["name"],
+                            device=d["device"],
+                            cls=d.get("class", "?"),
+                            size_bytes=int(d["size_bytes"]),
+                            iops_cap=int(d.get("iops_cap") or 0),
+                            backing_file=d.get("backing_file", ""),
+                            attached=_attached(d.get("backing_file", "")) and os.path.exists(d["device"]),
+                        )
+                    )
+    return LabStatus(
+        inventory=str(path),
+        subnet=top.get("vars", {}).get("drivelab_lab_subnet", "?"),
+        db_memory_bytes=db_memory,
+        hosts=hosts,
+        drives=drives,
+    )
+
+
+def mem_total_bytes() -> int:
+    with open("/proc/meminfo", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    raise DrivelabError("/proc/meminfo has no MemTotal line")  # pragma: no cover

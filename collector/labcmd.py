@@ -1,0 +1,137 @@
+"""``drivelab lab up|down|status``: the CLI only calls playbooks/lab.yml (and reads its
+inventory for status). Arguments are checked here first, so bad input creates nothing."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import re
+
+from rich.console import Console
+from rich.table import Table
+
+from collector import lab
+from collector.errors import DrivelabError
+from collector.paths import REPO
+from collector.playbook import run_playbook
+from collector.units import human_size, parse_size
+
+CONTROLLER_INVENTORY = REPO / "inventory" / "controller.yml"
+
+
+def clients_arg(text: str) -> int:
+    if not re.fullmatch(r"\d+", text.strip()) or not 1 <= int(text) <= lab.MAX_CLIENTS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of client hosts: give a whole number from 1 to {lab.MAX_CLIENTS}"
+        )
+    return int(text)
+
+
+def memory_arg(text: str) -> int:
+    try:
+        size = parse_size(text, "--db-memory")
+    except DrivelabError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--db-memory ")) from err
+    total = lab.mem_total_bytes()
+    if size < lab.MIN_DB_MEMORY or size > total:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is outside 128M..{human_size(total)} (this machine's memory)"
+        )
+    return size
+
+
+def subnet_arg(text: str) -> str:
+    try:
+        net = ipaddress.ip_network(text, strict=True)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a network ({err})") from err
+    if net.version != 4 or net.prefixlen != 24 or not net.is_private:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a private IPv4 /24, like 10.213.0.0/24")
+    return str(net)
+
+
+def bridge_arg(text: str) -> str:
+    if not re.fullmatch(r"drivelab[a-z0-9_-]{0,7}", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: a lab bridge is 'drivelab' plus up to 7 of [a-z0-9_-]")
+    return text
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    extra: dict = {"lab_state": "present"}
+    if args.clients is not None:
+        extra["lab_clients"] = args.clients
+    if args.db_memory is not None:
+        extra["lab_db_memory"] = args.db_memory
+    if args.subnet is not None:
+        extra["lab_subnet"] = args.subnet
+    if args.bridge is not None:
+        extra["lab_bridge"] = args.bridge
+    console = Console()
+    with console.status("building the local lab (playbooks/lab.yml)", spinner="dots"):
+        result = run_playbook("lab.yml", extra, inventory=CONTROLLER_INVENTORY, stream=args.verbose, what="lab up")
+    changed = sum(r.get("changed", 0) for r in result.recap.values())
+    console.print(f"lab up: {result.seconds:.1f} s, {changed} changes (log: {result.log})")
+    show_status(console)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    console = Console()
+    with console.status("tearing the local lab down", spinner="dots"):
+        result = run_playbook(
+            "lab.yml", {"lab_state": "absent"}, inventory=CONTROLLER_INVENTORY, stream=args.verbose, what="lab down"
+        )
+    changed = sum(r.get("changed", 0) for r in result.recap.values())
+    console.print(f"lab down: {result.seconds:.1f} s, {'removed the lab' if changed else 'nothing to remove'}")
+    return 0
+
+
+def show_status(console: Console) -> lab.LabStatus:
+    st = lab.status()
+    hosts = Table(title=f"lab hosts (subnet {st.subnet}, inventory {st.inventory})")
+    for col in ("host", "group", "address", "namespace", "ssh"):
+        hosts.add_column(col)
+    for h in st.hosts:
+        ssh = "answers" if h.ssh_answers else "[red]no answer[/red]"
+        ns = h.netns if h.netns_exists else f"[red]{h.netns} (missing)[/red]"
+        hosts.add_row(h.name, h.group, h.address, ns, ssh)
+    console.print(hosts)
+    drives = Table(title=f"candidate drives of the DB host (memory limit {human_size(st.db_memory_bytes)})")
+    for col in ("drive", "class", "IOPS cap", "size", "device", "backing file"):
+        drives.add_column(col)
+    for d in st.drives:
+        dev = d.device if d.attached else f"[red]{d.device} (not attached)[/red]"
+        drives.add_row(d.name, d.cls, str(d.iops_cap or "none"), human_size(d.size_bytes), dev, d.backing_file)
+    console.print(drives)
+    return st
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    if args.json:
+        print(lab.status().to_json())
+        return 0
+    st = show_status(Console())
+    broken = [h.name for h in st.hosts if not (h.netns_exists and h.ssh_answers)]
+    broken += [d.name for d in st.drives if not d.attached]
+    if broken:
+        raise DrivelabError(f"lab is not whole: {', '.join(broken)} missing or not answering")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("lab", help="build, tear down or show the local lab")
+    labsub = p.add_subparsers(dest="lab_command", metavar="up|down|status", parser_class=type(p))
+    labsub.required = True
+    up = labsub.add_parser("up", help="build (or converge) the local lab")
+    up.add_argument("--clients", type=clients_arg, help="client hosts, 1..200 (default 2, or as last built)")
+    up.add_argument("--db-memory", type=memory_arg, help="DB host memory limit, e.g. 512M (default 512M)")
+    up.add_argument("--subnet", type=subnet_arg, help="the lab's private /24 (default 10.213.0.0/24)")
+    up.add_argument("--bridge", type=bridge_arg, help="bridge name (default drivelab0)")
+    up.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")
+    up.set_defaults(func=cmd_up)
+    down = labsub.add_parser("down", help="remove everything the lab made")
+    down.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")
+    down.set_defaults(func=cmd_down)
+    st = labsub.add_parser("status", help="list hosts, addresses and drives")
+    st.add_argument("--json", action="store_true", help="machine-readable")
+    st.set_defaults(func=cmd_status)

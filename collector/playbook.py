@@ -1,0 +1,120 @@
+"""Runs one of drivelab's playbooks with ansible-playbook and turns its failure into one line.
+
+The full Ansible output goes to a log file under results/logs/ (or the terminal with
+``stream=True``); failed and unreachable tasks arrive as JSON lines from the
+``drivelab_failures`` callback, so the user is told which host failed and why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from collector.errors import DrivelabError
+from collector.paths import PLAYBOOKS, REPO, results_dir
+
+
+@dataclass(frozen=True)
+class PlaybookResult:
+    playbook: str
+    returncode: int
+    seconds: float
+    log: Path
+    failures: tuple[dict, ...]
+    recap: dict[str, dict[str, int]]
+
+
+def ansible_bin(name: str) -> str:
+    """The ansible executable beside the running Python (the venv's), else on PATH."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else name
+
+
+def parse_recap(text: str) -> dict[str, dict[str, int]]:
+    """{"localhost": {"ok": 29, "changed": 0, ...}} from the PLAY RECAP lines."""
+    recap: dict[str, dict[str, int]] = {}
+    in_recap = False
+    for line in text.splitlines():
+        if line.startswith("PLAY RECAP"):
+            in_recap = True
+            continue
+        if in_recap and ":" in line:
+            host, _, rest = line.partition(":")
+            counts = {}
+            for field in rest.split():
+                key, _, val = field.partition("=")
+                if val.isdigit():
+                    counts[key] = int(val)
+            if counts:
+                recap[host.strip()] = counts
+    return recap
+
+
+def run_playbook(
+    name: str,
+    extra_vars: dict | None = None,
+    *,
+    inventory: Path | str | None = None,
+    stream: bool = False,
+    check: bool = False,
+    what: str | None = None,
+) -> PlaybookResult:
+    """Runs playbooks/<name>; raises DrivelabError (one line) when it fails."""
+    what = what or name.removesuffix(".yml")
+    logs = results_dir() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log = logs / f"{stamp}-{what.replace(' ', '-')}.log"
+    with tempfile.TemporaryDirectory(prefix="drivelab-") as tmp:
+        failures_file = Path(tmp) / "failures.jsonl"
+        argv = [ansible_bin("ansible-playbook"), str(PLAYBOOKS / name)]
+        if inventory is not None:
+            argv += ["-i", str(inventory)]
+        if extra_vars:
+            vars_file = Path(tmp) / "vars.json"
+            vars_file.write_text(json.dumps(extra_vars), encoding="utf-8")
+            argv += ["-e", f"@{vars_file}"]
+        if check:
+            argv += ["--check", "--diff"]
+        env = dict(os.environ)
+        env.update(
+            ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+            DRIVELAB_FAILURES=str(failures_file),
+            ANSIBLE_FORCE_COLOR="0",
+            PYTHONUNBUFFERED="1",
+        )
+        started = time.monotonic()
+        with open(log, "w", encoding="utf-8") as out:
+            out.write("$ " + " ".join(argv) + "\n")
+            out.flush()
+            proc = subprocess.Popen(
+                argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            assert proc.stdout is not None
+            lines = []
+            for line in proc.stdout:
+                out.write(line)
+                lines.append(line)
+                if stream:
+                    sys.stdout.write(line)
+            proc.wait()
+        seconds = time.monotonic() - started
+        failures = tuple(
+            json.loads(line)
+            for line in (failures_file.read_text(encoding="utf-8").splitlines() if failures_file.exists() else [])
+            if line.strip()
+        )
+    result = PlaybookResult(name, proc.returncode, seconds, log, failures, parse_recap("".join(lines)))
+    if proc.returncode != 0:
+        if failures:
+            first = failures[0]
+            raise DrivelabError(f"{what}: {first['host']}: {first['msg']} (log: {log})")
+        tail = [ln.strip() for ln in lines if ln.strip()][-1:] or ["no output"]
+        raise DrivelabError(f"{what}: ansible-playbook exited {proc.returncode}: {tail[0]} (log: {log})")
+    return result

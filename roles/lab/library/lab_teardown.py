@@ -1,0 +1,172 @@
+#!/usr/bin/python
+"""Remove everything the lab made, found by its names, even after a half-failed up.
+
+Order matters: processes inside lab namespaces and cgroups first (sshd, the sessions
+Ansible's persistent SSH leaves, PostgreSQL, pgbench), then mounts of lab loop devices,
+loop devices (retried: a detached loop can linger a moment after umount), cgroups,
+namespaces, the bridge, files. Safe to run twice.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.drivelab_lab import LabError, end_pids, ip_json, netns_list, netns_pids, run
+
+DOCUMENTATION = r"""
+module: lab_teardown
+short_description: Tear down the drivelab local lab
+options:
+  prefix: {description: name prefix of lab namespaces and cgroups, type: str, default: drivelab}
+  dirs: {description: lab folders (drive files live there), type: list, elements: str, required: true}
+  bridge: {description: the lab bridge, type: str, required: true}
+  marker: {description: alias that marks lab links, type: str, required: true}
+  files: {description: other generated files to remove, type: list, elements: str, default: []}
+  cgroup_root: {description: cgroup v1 root, type: str, default: /sys/fs/cgroup}
+"""
+
+
+def unescape(field):
+    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+
+
+def lab_loops(dirs):
+    rc, out, _ = run(["losetup", "-J", "-l", "-O", "NAME,BACK-FILE,MAJ:MIN"], check=False)
+    if rc != 0 or not out.strip():
+        return []
+    roots = [os.path.realpath(d) + os.sep for d in dirs]
+    loops = []
+    for dev in json.loads(out).get("loopdevices", []):
+        back = (dev.get("back-file") or "").removesuffix(" (deleted)")
+        if any(os.path.realpath(back).startswith(r) for r in roots):
+            loops.append(dev)
+    return loops
+
+
+def lab_mounts(loops):
+    """Mount points whose source is a lab loop device, deepest first."""
+    names = {d["name"] for d in loops}
+    majmin = {d.get("maj:min") for d in loops}
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        for line in fh:
+            left, _, right = line.partition(" - ")
+            fields, rfields = left.split(), right.split()
+            source = rfields[1] if len(rfields) > 1 else ""
+            if source in names or fields[2] in majmin:
+                points.append(unescape(fields[4]))
+    return sorted(set(points), key=lambda p: p.count("/"), reverse=True)
+
+
+def mounted_under(path):
+    root = os.path.realpath(path).rstrip("/") + "/"
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        points = [unescape(line.split()[4]) for line in fh]
+    return [m for m in points if (m.rstrip("/") + "/").startswith(root)]
+
+
+def retry(fn, what, tries=50, delay=0.1):
+    last = None
+    for _ in range(tries):
+        try:
+            return fn()
+        except LabError as err:
+            last = err
+            time.sleep(delay)
+    raise LabError(f"{what}: {last}")
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "prefix": {"type": "str", "default": "drivelab"},
+            "dirs": {"type": "list", "elements": "str", "required": True},
+            "bridge": {"type": "str", "required": True},
+            "marker": {"type": "str", "required": True},
+            "files": {"type": "list", "elements": "str", "default": []},
+            "cgroup_root": {"type": "str", "default": "/sys/fs/cgroup"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    prefix = p["prefix"]
+    if not prefix.startswith("drivelab"):
+        module.fail_json(msg=f"prefix {prefix}: refusing to tear down names not starting with drivelab")
+    for d in p["dirs"]:
+        if "drivelab" not in os.path.realpath(d):
+            module.fail_json(msg=f"folder {d}: not a drivelab folder, refusing")
+    done = []
+    namespaces = [n for n in netns_list() if n.startswith(prefix + "-")]
+    cgroups = []
+    for ctl in sorted(os.listdir(p["cgroup_root"])) if os.path.isdir(p["cgroup_root"]) else []:
+        base = os.path.join(p["cgroup_root"], ctl)
+        if os.path.isdir(base):
+            cgroups += [os.path.join(base, g) for g in os.listdir(base) if g.startswith(prefix)]
+    loops = lab_loops(p["dirs"])
+    mounts = lab_mounts(loops)
+    bridge = [x for x in ip_json("link", "show") if x.get("ifname") == p["bridge"]]
+    ours_bridge = bool(bridge) and bridge[0].get("ifalias") == p["marker"]
+    paths = [x for x in p["dirs"] + p["files"] if os.path.lexists(x)]
+    if module.check_mode:
+        todo = namespaces + cgroups + [x["name"] for x in loops] + mounts + paths
+        module.exit_json(changed=bool(todo or ours_bridge), would_remove=todo)
+    try:
+        pids = [pid for ns in namespaces for pid in netns_pids(ns)]
+        for group in cgroups:
+            with open(os.path.join(group, "cgroup.procs"), encoding="ascii") as fh:
+                pids += [int(x) for x in fh.read().split()]
+        if pids:
+            left = end_pids(sorted(set(pids)))
+            if left:
+                raise LabError(f"lab processes {left} did not end")
+            done.append(f"ended {len(set(pids))} lab processes")
+        for point in mounts:
+            retry(lambda point=point: run(["umount", point]), f"umount {point}")
+            done.append(f"unmounted {point}")
+        for dev in loops:
+            retry(lambda dev=dev: run(["losetup", "-d", dev["name"]]), f"detach {dev['name']}")
+            done.append(f"detached {dev['name']}")
+        for group in cgroups:
+
+            def rmdir(group=group):
+                try:
+                    os.rmdir(group)
+                except OSError as err:
+                    raise LabError(str(err)) from err
+
+            retry(rmdir, f"remove cgroup {group}")
+            done.append(f"removed cgroup {group}")
+        for ns in namespaces:
+            run(["ip", "netns", "del", ns])
+            done.append(f"deleted namespace {ns}")
+        for link in ip_json("link", "show"):
+            if link.get("ifalias", "").startswith(p["marker"]) and link["ifname"] != p["bridge"]:
+                run(["ip", "link", "del", link["ifname"]], check=False)
+        if ours_bridge:
+            run(["ip", "link", "del", p["bridge"]])
+            done.append(f"deleted bridge {p['bridge']}")
+        # loop devices may still be going away: wait until no lab loop remains
+        def no_loops_left():
+            if lab_loops(p["dirs"]):
+                raise LabError("still attached")
+
+        retry(no_loops_left, "lab loop devices")
+        for path in paths:
+            busy = mounted_under(path)
+            if busy:
+                raise LabError(f"{path} still holds mounts {busy}: not removing it")
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+            done.append(f"removed {path}")
+    except LabError as err:
+        module.fail_json(msg=f"lab down: {err}", done=done)
+    module.exit_json(changed=bool(done), done=done)
+
+
+if __name__ == "__main__":
+    main()
