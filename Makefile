@@ -54,10 +54,10 @@ down: venv
 	$(BIN)/drivelab lab down
 
 lint: venv
-	$(BIN)/ruff check collector tests bench
-	$(BIN)/ruff format --check collector tests bench
+	$(BIN)/ruff check collector tests bench roles
+	$(BIN)/ruff format --check collector tests bench roles
 	$(BIN)/yamllint -s .
-	$(BIN)/ansible-lint --offline
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/ansible-lint --offline
 	@for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i localhost, $$p >/dev/null || exit 1; done; echo "syntax-check: playbooks OK"
 
 unit: venv

@@ -1,5 +1,6 @@
 #!/usr/bin/python
 """Ensure the lab's bridge, refusing a same-named link or subnet that is not the lab's."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -34,13 +35,17 @@ def conflicts(name, marker, net):
                 continue
             iface = ipaddress.ip_interface(f"{addr['local']}/{addr['prefixlen']}")
             if iface.network.overlaps(net):
-                found.append(f"subnet {net} overlaps {iface} on {link['ifname']}, which is not the lab's")
+                found.append(
+                    f"subnet {net} overlaps {iface} on {link['ifname']}, which is not the lab's"
+                )
     for route in ip_json("route", "show"):
         dst = route.get("dst")
         if not dst or dst == "default" or route.get("dev") in ours:
             continue
         if ipaddress.ip_network(dst if "/" in dst else f"{dst}/32", strict=False).overlaps(net):
-            found.append(f"subnet {net} overlaps route {dst} via {route.get('dev')}, which is not the lab's")
+            found.append(
+                f"subnet {net} overlaps route {dst} via {route.get('dev')}, which is not the lab's"
+            )
     return found
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/python
 """The DB host's cgroup v1 groups: a memory limit and per-device blkio IOPS caps."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 #!/usr/bin/python
 """A lab drive: a sparse backing file attached to a loop device with direct I/O."""
+
 from __future__ import annotations
 
 import json

@@ -1,9 +1,17 @@
 #!/usr/bin/python
 """One lab host: a network namespace with a veth into the lab bridge and one address."""
+
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.drivelab_lab import LabError, end_pids, ip_json, netns_list, netns_pids, run
+from ansible.module_utils.drivelab_lab import (
+    LabError,
+    end_pids,
+    ip_json,
+    netns_list,
+    netns_pids,
+    run,
+)
 
 DOCUMENTATION = r"""
 module: lab_netns

@@ -1,8 +1,10 @@
 #!/usr/bin/python
 """A lab host's sshd: started inside the host's namespace (and cgroups), on its address."""
+
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import time
@@ -24,12 +26,12 @@ options:
 
 
 def listen_address(pid):
-    """The ListenAddress the running sshd was started with."""
+    """The ListenAddress the running sshd was started with (sshd rewrites its title into
+    one space-separated string, so read it as text)."""
     with open(f"/proc/{pid}/cmdline", "rb") as fh:
-        for arg in fh.read().split(b"\0"):
-            if arg.startswith(b"ListenAddress="):
-                return arg.split(b"=", 1)[1].decode()
-    return None
+        title = fh.read().replace(b"\0", b" ").decode(errors="replace")
+    match = re.search(r"ListenAddress=(\S+)", title)
+    return match.group(1) if match else None
 
 
 def running(pidfile, netns):
@@ -84,8 +86,17 @@ def main():
                 fh.write(str(os.getpid()))
 
     argv = [
-        "ip", "netns", "exec", p["netns"], "/usr/sbin/sshd", "-f", p["config"],
-        "-o", f"ListenAddress={p['address']}", "-o", f"PidFile={p['pidfile']}",
+        "ip",
+        "netns",
+        "exec",
+        p["netns"],
+        "/usr/sbin/sshd",
+        "-f",
+        p["config"],
+        "-o",
+        f"ListenAddress={p['address']}",
+        "-o",
+        f"PidFile={p['pidfile']}",
     ]
     proc = subprocess.run(  # sshd daemonises: the parent returns at once
         argv, capture_output=True, text=True, preexec_fn=join_cgroups, check=False

@@ -6,6 +6,7 @@ Ansible's persistent SSH leaves, PostgreSQL, pgbench), then mounts of lab loop d
 loop devices (retried: a detached loop can linger a moment after umount), cgroups,
 namespaces, the bridge, files. Safe to run twice.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,14 @@ import shutil
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.drivelab_lab import LabError, end_pids, ip_json, netns_list, netns_pids, run
+from ansible.module_utils.drivelab_lab import (
+    LabError,
+    end_pids,
+    ip_json,
+    netns_list,
+    netns_pids,
+    run,
+)
 
 DOCUMENTATION = r"""
 module: lab_teardown
@@ -30,7 +38,12 @@ options:
 
 
 def unescape(field):
-    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+    return (
+        field.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+    )
 
 
 def lab_loops(dirs):
@@ -94,7 +107,9 @@ def main():
     p = module.params
     prefix = p["prefix"]
     if not prefix.startswith("drivelab"):
-        module.fail_json(msg=f"prefix {prefix}: refusing to tear down names not starting with drivelab")
+        module.fail_json(
+            msg=f"prefix {prefix}: refusing to tear down names not starting with drivelab"
+        )
     for d in p["dirs"]:
         if "drivelab" not in os.path.realpath(d):
             module.fail_json(msg=f"folder {d}: not a drivelab folder, refusing")
@@ -148,6 +163,7 @@ def main():
         if ours_bridge:
             run(["ip", "link", "del", p["bridge"]])
             done.append(f"deleted bridge {p['bridge']}")
+
         # loop devices may still be going away: wait until no lab loop remains
         def no_loops_left():
             if lab_loops(p["dirs"]):

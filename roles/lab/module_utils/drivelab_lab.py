@@ -1,6 +1,7 @@
 # Shared helpers for the lab modules: run a command, read ip's JSON, netns identity.
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -62,10 +63,8 @@ def end_pids(pids, grace=5.0):
     pids = [p for p in pids if p != os.getpid() and pid_alive(p)]
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 3.0)):
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             pids = [p for p in pids if pid_alive(p)]

@@ -1,0 +1,104 @@
+"""Helpers for lab tests: they build the real local lab (root, namespaces, sshd, loop
+devices, cgroups) and always tear it down, even when a test fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+LAB_DIRS = ("/var/lib/drivelab", "/dev/shm/drivelab")
+
+
+def drivelab(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [str(BIN / "drivelab"), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"drivelab {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+        )
+    return proc
+
+
+def ansible(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    return subprocess.run(
+        [str(BIN / args[0]), *args[1:]],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def lab_leftovers() -> dict[str, list[str]]:
+    """Everything of the lab's that is still on the machine, by kind."""
+    netns = subprocess.run(
+        ["ip", "-j", "netns", "list"], capture_output=True, text=True, check=False
+    ).stdout
+    links = json.loads(
+        subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True).stdout or "[]"
+    )
+    loops = subprocess.run(
+        ["losetup", "-J", "-l"], capture_output=True, text=True, check=False
+    ).stdout
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        mounts = [line.split()[4] for line in fh if "drivelab" in line]
+    cgroups = [str(p) for p in Path("/sys/fs/cgroup").glob("*/drivelab*")]
+    procs = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            cmd = (
+                Path(f"/proc/{pid}/cmdline")
+                .read_bytes()
+                .replace(b"\0", b" ")
+                .decode(errors="replace")
+            )
+        except OSError:
+            continue
+        if "/var/lib/drivelab/" in cmd and "pytest" not in cmd:
+            procs.append(f"{pid} {cmd.strip()}")
+    return {
+        "namespaces": [
+            n["name"] for n in json.loads(netns or "[]") if n["name"].startswith("drivelab")
+        ],
+        "links": [x["ifname"] for x in links if x["ifname"].startswith("drivelab")],
+        "loops": [
+            d["name"]
+            for d in json.loads(loops or '{"loopdevices": []}')["loopdevices"]
+            if "drivelab" in (d.get("back-file") or "")
+        ],
+        "mounts": mounts,
+        "cgroups": cgroups,
+        "processes": procs,
+        "folders": [d for d in LAB_DIRS if os.path.exists(d)],
+        "inventory": [str(p) for p in [REPO / "inventory/local/hosts.yml"] if p.exists()],
+    }
+
+
+def assert_no_lab() -> None:
+    left = {kind: items for kind, items in lab_leftovers().items() if items}
+    assert not left, f"lab leftovers: {left}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _root_and_cgroup_v1():
+    if os.geteuid() != 0:
+        pytest.skip("lab tests need root (namespaces, loop devices, cgroups)")
+    for ctl in ("memory", "blkio"):
+        if not Path(f"/sys/fs/cgroup/{ctl}/cgroup.procs").exists():
+            pytest.skip(f"lab tests need the cgroup v1 {ctl} controller at /sys/fs/cgroup/{ctl}")

@@ -1,0 +1,140 @@
+"""The local lab, built for real: hosts answer over SSH, emulated drive classes hold
+their IOPS caps inside the DB host's cgroup, converging again changes nothing, bad
+input creates nothing, and `lab down` leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.lab.conftest import BIN, REPO, ansible, assert_no_lab, drivelab, lab_leftovers
+
+pytestmark = pytest.mark.lab
+
+SSH = [
+    "ssh", "-i", "/var/lib/drivelab/ssh/id_ed25519", "-o", "UserKnownHostsFile=/var/lib/drivelab/ssh/known_hosts",
+    "-o", "StrictHostKeyChecking=yes", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+]  # fmt: skip
+
+
+def on_db_host(command: str, timeout: float = 120) -> str:
+    proc = subprocess.run(
+        [*SSH, "root@10.213.0.2", command],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def fio_randread_iops(device: str) -> float:
+    """fio random read, 4 KiB, queue depth 1, 5 s, read-only, on the DB host over SSH."""
+    out = on_db_host(
+        f"fio --name=qd1 --filename={device} --readonly --rw=randread --bs=4k --iodepth=1 "
+        "--ioengine=psync --direct=1 --runtime=5 --time_based=1 --output-format=json"
+    )
+    return json.loads(out)["jobs"][0]["read"]["iops"]
+
+
+@pytest.fixture(scope="module")
+def lab3():
+    """A lab with 3 clients; torn down afterwards whatever happened."""
+    drivelab("lab", "down")
+    assert_no_lab()
+    try:
+        drivelab("lab", "up", "--clients", "3")
+        yield json.loads(drivelab("lab", "status", "--json").stdout)
+    finally:
+        drivelab("lab", "down")
+
+
+def test_status_lists_hosts_addresses_and_drive_classes(lab3):
+    hosts = {h["name"]: h for h in lab3["hosts"]}
+    assert sorted(hosts) == ["client1", "client2", "client3", "dbhost"]
+    assert hosts["dbhost"]["address"] == "10.213.0.2"
+    assert hosts["client3"]["address"] == "10.213.0.13"
+    assert all(h["netns_exists"] and h["ssh_answers"] for h in hosts.values())
+    classes = {d["name"]: (d["cls"], d["iops_cap"]) for d in lab3["drives"]}
+    assert classes["nvme"] == ("nvme", 0)
+    assert classes["hdd7200"] == ("hdd7200", 120)
+    assert {f"raid{i}" for i in range(1, 5)} <= set(classes)
+    assert lab3["db_memory_bytes"] == 512 * 1024**2
+
+
+def test_every_host_answers_ansible_ping_over_ssh(lab3):
+    proc = ansible("ansible", "all", "-m", "ansible.builtin.ping", "-o")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("SUCCESS") == 4
+
+
+def test_each_client_reaches_the_db_host(lab3):
+    proc = ansible(
+        "ansible",
+        "clients",
+        "-m",
+        "ansible.builtin.wait_for",
+        "-a",
+        "host=10.213.0.2 port=22 timeout=5",
+        "-o",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("SUCCESS") == 3
+
+
+def test_db_host_runs_in_its_cgroups(lab3):
+    cgroups = on_db_host("cat /proc/self/cgroup")
+    assert ":memory:/drivelab-db" in cgroups
+    assert ":blkio:/drivelab-db" in cgroups
+
+
+def test_drive_classes_hold_their_caps(lab3):
+    drives = {d["name"]: d["device"] for d in lab3["drives"]}
+    hdd = fio_randread_iops(drives["hdd7200"])
+    nvme = fio_randread_iops(drives["nvme"])
+    print(f"fio randread qd1 4k: hdd7200 {hdd:.1f} IOPS (cap 120), nvme {nvme:.0f} IOPS")
+    assert 108 <= hdd <= 132, f"hdd7200 gave {hdd:.1f} IOPS, cap 120"
+    assert nvme >= 20 * hdd, f"nvme gave {nvme:.0f} IOPS, not 20x hdd7200's {hdd:.1f}"
+
+
+def test_converging_again_changes_nothing(lab3):
+    proc = ansible("ansible-playbook", "playbooks/lab.yml")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    recap = [line for line in proc.stdout.splitlines() if line.startswith("localhost")]
+    assert recap and "changed=0" in recap[-1], recap
+
+
+def test_down_removes_everything_and_is_safe_twice(lab3):
+    drivelab("lab", "down")
+    assert_no_lab()
+    second = drivelab("lab", "down")
+    assert "nothing to remove" in second.stdout
+    assert_no_lab()
+
+
+def test_down_after_a_half_failed_up():
+    drivelab("lab", "down")
+    # its own process group: drivelab and the ansible-playbook it starts, ended by pgid
+    proc = subprocess.Popen(
+        [str(BIN / "drivelab"), "lab", "up", "--clients", "2"], cwd=REPO, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        # kill it once it has made something but before it finished
+        while time.monotonic() < deadline and not lab_leftovers()["loops"]:
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert any(lab_leftovers().values()), "the half-done up left nothing to tear down"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        drivelab("lab", "down")
+    assert_no_lab()

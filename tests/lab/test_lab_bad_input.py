@@ -1,0 +1,54 @@
+"""`drivelab lab up` refuses a bridge name or subnet held by something that is not the
+lab's, in one line naming it, and creates nothing."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.lab.conftest import assert_no_lab, drivelab, lab_leftovers
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture
+def foreign_bridge(request):
+    """A bridge the lab did not make (no lab alias), optionally holding an address."""
+    name, address = request.param
+    drivelab("lab", "down")
+    subprocess.run(["ip", "link", "add", name, "type", "bridge"], check=True)
+    try:
+        if address:
+            subprocess.run(["ip", "addr", "add", address, "dev", name], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "link", "del", name], check=False)
+
+
+@pytest.mark.parametrize(
+    ("foreign_bridge", "expected"),
+    [
+        (
+            ("drivelabt9", "10.213.0.77/24"),
+            "subnet 10.213.0.0/24 overlaps 10.213.0.77/24 on drivelabt9",
+        ),
+        (("drivelab0", None), "bridge name drivelab0 is held by a link that is not the lab's"),
+    ],
+    indirect=["foreign_bridge"],
+    ids=["subnet-held", "bridge-name-held"],
+)
+def test_lab_up_refuses_what_is_not_the_labs(foreign_bridge, expected):
+    proc = drivelab("lab", "up", check=False)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert expected in lines[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    left = lab_leftovers()
+    left["links"] = [x for x in left["links"] if x != foreign_bridge]
+    assert not any(left.values()), f"lab up created {left}"
+
+
+def test_nothing_left_after_refusals():
+    assert_no_lab()
