@@ -51,7 +51,10 @@ def lab_leftovers() -> dict[str, list[str]]:
         ["ip", "-j", "netns", "list"], capture_output=True, text=True, check=False
     ).stdout
     links = json.loads(
-        subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True).stdout or "[]"
+        subprocess.run(
+            ["ip", "-j", "link", "show"], capture_output=True, text=True, check=False
+        ).stdout
+        or "[]"
     )
     loops = subprocess.run(
         ["losetup", "-J", "-l"], capture_output=True, text=True, check=False
