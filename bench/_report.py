@@ -14,7 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-HEADER = "# Benchmarks\n\nFigures written by the scripts in `bench/`; each section names its script.\n"
+HEADER = (
+    "# Benchmarks\n\nFigures written by the scripts in `bench/`; each section names its script.\n"
+)
 
 
 def machine_note() -> str:
@@ -34,7 +36,11 @@ def update_section(name: str, body: str) -> None:
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     block = f"{start}\n{body.rstrip()}\n{end}"
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-    text = pattern.sub(lambda _m: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    text = (
+        pattern.sub(lambda _m: block, text)
+        if pattern.search(text)
+        else text.rstrip() + "\n\n" + block + "\n"
+    )
     DOC.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=DOC.parent, prefix=".benchmarks.")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
