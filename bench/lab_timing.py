@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import machine_note, update_section  # noqa: E402
+from _report import machine_note, update_section
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVELAB = str(Path(sys.executable).parent / "drivelab")
@@ -40,7 +40,8 @@ def main() -> None:
         "",
         machine_note(),
         "",
-        "Targets: `lab up` <= 60 s for 2 clients, `lab down` <= 20 s. 8 drives (4 x 4 GiB, 4 x 1 GiB).",
+        "Targets: `lab up` <= 60 s for 2 clients, `lab down` <= 20 s. "
+        "8 drives (4 x 4 GiB, 4 x 1 GiB).",
         "",
         "| clients | lab up (from nothing) | lab up again (converge, no change) | lab down |",
         "|---:|---:|---:|---:|",

@@ -64,7 +64,9 @@ def load_inventory(path: Path = INVENTORY) -> dict:
 
 
 def _netns_names() -> set[str]:
-    proc = subprocess.run(["ip", "-j", "netns", "list"], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["ip", "-j", "netns", "list"], capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0 or not proc.stdout.strip():
         return set()
     return {entry["name"] for entry in json.loads(proc.stdout)}
@@ -80,7 +82,9 @@ def _ssh_answers(address: str, timeout: float = 0.5) -> bool:
 
 
 def _attached(backing_file: str) -> bool:
-    proc = subprocess.run(["losetup", "-j", backing_file], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["losetup", "-j", backing_file], capture_output=True, text=True, check=False
+    )
     return proc.returncode == 0 and bool(proc.stdout.strip())
 
 
@@ -116,7 +120,8 @@ def status(path: Path = INVENTORY) -> LabStatus:
                             size_bytes=int(d["size_bytes"]),
                             iops_cap=int(d.get("iops_cap") or 0),
                             backing_file=d.get("backing_file", ""),
-                            attached=_attached(d.get("backing_file", "")) and os.path.exists(d["device"]),
+                            attached=_attached(d.get("backing_file", ""))
+                            and os.path.exists(d["device"]),
                         )
                     )
     return LabStatus(

@@ -22,7 +22,8 @@ CONTROLLER_INVENTORY = REPO / "inventory" / "controller.yml"
 def clients_arg(text: str) -> int:
     if not re.fullmatch(r"\d+", text.strip()) or not 1 <= int(text) <= lab.MAX_CLIENTS:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number of client hosts: give a whole number from 1 to {lab.MAX_CLIENTS}"
+            f"{text!r} is not a number of client hosts: "
+            f"give a whole number from 1 to {lab.MAX_CLIENTS}"
         )
     return int(text)
 
@@ -52,7 +53,9 @@ def subnet_arg(text: str) -> str:
 
 def bridge_arg(text: str) -> str:
     if not re.fullmatch(r"drivelab[a-z0-9_-]{0,7}", text):
-        raise argparse.ArgumentTypeError(f"{text!r}: a lab bridge is 'drivelab' plus up to 7 of [a-z0-9_-]")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a lab bridge is 'drivelab' plus up to 7 of [a-z0-9_-]"
+        )
     return text
 
 
@@ -68,7 +71,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         extra["lab_bridge"] = args.bridge
     console = Console()
     with console.status("building the local lab (playbooks/lab.yml)", spinner="dots"):
-        result = run_playbook("lab.yml", extra, inventory=CONTROLLER_INVENTORY, stream=args.verbose, what="lab up")
+        result = run_playbook(
+            "lab.yml", extra, inventory=CONTROLLER_INVENTORY, stream=args.verbose, what="lab up"
+        )
     changed = sum(r.get("changed", 0) for r in result.recap.values())
     console.print(f"lab up: {result.seconds:.1f} s, {changed} changes (log: {result.log})")
     show_status(console)
@@ -79,10 +84,16 @@ def cmd_down(args: argparse.Namespace) -> int:
     console = Console()
     with console.status("tearing the local lab down", spinner="dots"):
         result = run_playbook(
-            "lab.yml", {"lab_state": "absent"}, inventory=CONTROLLER_INVENTORY, stream=args.verbose, what="lab down"
+            "lab.yml",
+            {"lab_state": "absent"},
+            inventory=CONTROLLER_INVENTORY,
+            stream=args.verbose,
+            what="lab down",
         )
     changed = sum(r.get("changed", 0) for r in result.recap.values())
-    console.print(f"lab down: {result.seconds:.1f} s, {'removed the lab' if changed else 'nothing to remove'}")
+    console.print(
+        f"lab down: {result.seconds:.1f} s, {'removed the lab' if changed else 'nothing to remove'}"
+    )
     return 0
 
 
@@ -96,12 +107,16 @@ def show_status(console: Console) -> lab.LabStatus:
         ns = h.netns if h.netns_exists else f"[red]{h.netns} (missing)[/red]"
         hosts.add_row(h.name, h.group, h.address, ns, ssh)
     console.print(hosts)
-    drives = Table(title=f"candidate drives of the DB host (memory limit {human_size(st.db_memory_bytes)})")
+    drives = Table(
+        title=f"candidate drives of the DB host (memory limit {human_size(st.db_memory_bytes)})"
+    )
     for col in ("drive", "class", "IOPS cap", "size", "device", "backing file"):
         drives.add_column(col)
     for d in st.drives:
         dev = d.device if d.attached else f"[red]{d.device} (not attached)[/red]"
-        drives.add_row(d.name, d.cls, str(d.iops_cap or "none"), human_size(d.size_bytes), dev, d.backing_file)
+        drives.add_row(
+            d.name, d.cls, str(d.iops_cap or "none"), human_size(d.size_bytes), dev, d.backing_file
+        )
     console.print(drives)
     return st
 
@@ -123,9 +138,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     labsub = p.add_subparsers(dest="lab_command", metavar="up|down|status", parser_class=type(p))
     labsub.required = True
     up = labsub.add_parser("up", help="build (or converge) the local lab")
-    up.add_argument("--clients", type=clients_arg, help="client hosts, 1..200 (default 2, or as last built)")
-    up.add_argument("--db-memory", type=memory_arg, help="DB host memory limit, e.g. 512M (default 512M)")
-    up.add_argument("--subnet", type=subnet_arg, help="the lab's private /24 (default 10.213.0.0/24)")
+    up.add_argument(
+        "--clients", type=clients_arg, help="client hosts, 1..200 (default 2, or as last built)"
+    )
+    up.add_argument(
+        "--db-memory", type=memory_arg, help="DB host memory limit, e.g. 512M (default 512M)"
+    )
+    up.add_argument(
+        "--subnet", type=subnet_arg, help="the lab's private /24 (default 10.213.0.0/24)"
+    )
     up.add_argument("--bridge", type=bridge_arg, help="bridge name (default drivelab0)")
     up.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")
     up.set_defaults(func=cmd_up)

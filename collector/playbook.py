@@ -96,7 +96,8 @@ def run_playbook(
             proc = subprocess.Popen(
                 argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
             )
-            assert proc.stdout is not None
+            if proc.stdout is None:  # pragma: no cover  (stdout=PIPE always gives one)
+                raise DrivelabError(f"{what}: could not read ansible-playbook's output")
             lines = []
             for line in proc.stdout:
                 out.write(line)
@@ -107,14 +108,22 @@ def run_playbook(
         seconds = time.monotonic() - started
         failures = tuple(
             json.loads(line)
-            for line in (failures_file.read_text(encoding="utf-8").splitlines() if failures_file.exists() else [])
+            for line in (
+                failures_file.read_text(encoding="utf-8").splitlines()
+                if failures_file.exists()
+                else []
+            )
             if line.strip()
         )
-    result = PlaybookResult(name, proc.returncode, seconds, log, failures, parse_recap("".join(lines)))
+    result = PlaybookResult(
+        name, proc.returncode, seconds, log, failures, parse_recap("".join(lines))
+    )
     if proc.returncode != 0:
         if failures:
             first = failures[0]
             raise DrivelabError(f"{what}: {first['host']}: {first['msg']} (log: {log})")
         tail = [ln.strip() for ln in lines if ln.strip()][-1:] or ["no output"]
-        raise DrivelabError(f"{what}: ansible-playbook exited {proc.returncode}: {tail[0]} (log: {log})")
+        raise DrivelabError(
+            f"{what}: ansible-playbook exited {proc.returncode}: {tail[0]} (log: {log})"
+        )
     return result
