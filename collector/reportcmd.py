@@ -5,5 +5,5 @@ from __future__ import annotations
 import argparse
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # noqa: ARG001
+def register(sub: argparse._SubParsersAction) -> None:
     """Adds the report and compare subcommands (none yet)."""
