@@ -85,11 +85,12 @@ def main():
             with open(os.path.join(group, "cgroup.procs"), "w", encoding="ascii") as fh:
                 fh.write(str(os.getpid()))
 
+    # nsenter switches the network namespace only: unlike `ip netns exec`, it does not
+    # give sshd a private mount namespace, so the DB host's mounts are the machine's
+    # (visible to the gate, to tests and to `lab down`), as on a real host.
     argv = [
-        "ip",
-        "netns",
-        "exec",
-        p["netns"],
+        "nsenter",
+        f"--net=/run/netns/{p['netns']}",
         "/usr/sbin/sshd",
         "-f",
         p["config"],

@@ -1,0 +1,410 @@
+# The safety gate: may drivelab format this device? Pure reads of /sys, /proc and
+# probes (blkid, wipefs); any probe that errors is a refusal. Shared by drive_gate
+# (checks every requested drive) and drive_format (checks again right before mkfs).
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import stat
+import subprocess
+
+OWN_LABEL = re.compile(r"(^|:)drivelab")
+
+
+class Refusal(Exception):
+    """The gate said no. str() is one line naming the device and the reason."""
+
+
+def _run(argv):
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _read(path, default=None):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return default
+
+
+def kname_of(devpath):
+    """/dev/loop3 -> loop3 (the kernel name under /sys/class/block)."""
+    st = os.stat(devpath)
+    link = os.path.realpath(f"/sys/dev/block/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
+    return os.path.basename(link)
+
+
+def parent_of(kname):
+    """The whole disk a partition belongs to (sda1 -> sda); None for a whole disk."""
+    if os.path.exists(f"/sys/class/block/{kname}/partition"):
+        return os.path.basename(os.path.dirname(os.path.realpath(f"/sys/class/block/{kname}")))
+    return None
+
+
+def partitions_of(kname):
+    base = f"/sys/class/block/{kname}"
+    try:
+        return sorted(
+            e
+            for e in os.listdir(base)
+            if e.startswith(kname) and os.path.exists(f"{base}/{e}/partition")
+        )
+    except OSError:
+        return []
+
+
+def holders_of(kname):
+    try:
+        return sorted(os.listdir(f"/sys/class/block/{kname}/holders"))
+    except OSError:
+        return []
+
+
+def slaves_of(kname):
+    try:
+        return sorted(os.listdir(f"/sys/class/block/{kname}/slaves"))
+    except OSError:
+        return []
+
+
+def family(kname):
+    """kname, its partitions, its parent disk, and (recursively) the devices under it
+    (slaves: for md/dm) and over it (holders)."""
+    seen, todo = set(), [kname]
+    while todo:
+        k = todo.pop()
+        if not k or k in seen:
+            continue
+        seen.add(k)
+        todo += partitions_of(k) + slaves_of(k) + holders_of(k)
+        todo.append(parent_of(k))
+    return seen
+
+
+def _unescape(field):
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mounts():
+    """[(mount point, source, "maj:min", fstype)] from /proc/self/mountinfo."""
+    out = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        for line in fh:
+            left, _, right = line.partition(" - ")
+            f, r = left.split(), right.split()
+            out.append((_unescape(f[4]), r[1] if len(r) > 1 else "", f[2], r[0] if r else ""))
+    return out
+
+
+def kname_of_majmin(majmin):
+    path = f"/sys/dev/block/{majmin}"
+    return os.path.basename(os.path.realpath(path)) if os.path.exists(path) else None
+
+
+def knames_behind_path(path, mount_table):
+    """Block devices a path lives on: its mount's source device (btrfs: every member)."""
+    real = os.path.realpath(path)
+    best = None
+    for point, source, majmin, fstype in mount_table:
+        if (real + "/").startswith(point.rstrip("/") + "/") and (
+            best is None or len(point) > len(best[0])
+        ):
+            best = (point, source, majmin, fstype)
+    if best is None:
+        return set()
+    found = set()
+    k = kname_of_majmin(best[2])
+    if k:
+        found.add(k)
+    if best[1].startswith("/dev/") and os.path.exists(best[1]):
+        with contextlib.suppress(OSError):
+            found.add(kname_of(best[1]))
+    if best[3] == "btrfs":
+        found |= btrfs_members(best[0])
+    return found
+
+
+def btrfs_members(point):
+    rc, out, _ = _run(["btrfs", "filesystem", "show", point])
+    if rc != 0:
+        return set()
+    members = set()
+    for m in re.finditer(r"path (\S+)", out):
+        with contextlib.suppress(OSError):
+            members.add(kname_of(m.group(1)))
+    return members
+
+
+def swaps():
+    out = []
+    for line in (_read("/proc/swaps", "") or "").splitlines()[1:]:
+        dev = line.split()[0]
+        if dev.startswith("/dev/") and os.path.exists(dev):
+            with contextlib.suppress(OSError):
+                out.append(kname_of(dev))
+        elif os.path.exists(dev):  # a swap file: the device it lives on
+            out += list(knames_behind_path(dev, mounts()))
+    return out
+
+
+def signatures(devpath):
+    """wipefs --no-act's signatures, plus blkid -p's TYPE/PTTYPE; errors raise Refusal."""
+    rc, out, err = _run(["wipefs", "--no-act", "--json", devpath])
+    if rc != 0:
+        raise Refusal(f"wipefs --no-act failed: {err.strip() or rc}")
+    sigs = json.loads(out).get("signatures", []) if out.strip() else []
+    rc, out, err = _run(["blkid", "-p", "-o", "export", devpath])
+    probe = {}
+    if rc == 0:
+        probe = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    elif rc != 2:  # 2: nothing found
+        raise Refusal(f"blkid -p failed: {err.strip() or rc}")
+    return sigs, probe
+
+
+def held_open_by(devpath, knames):
+    """Pids (other than ours) with the device or a partition of it open."""
+    targets = set()
+    for k in knames:
+        dev = f"/dev/{k}"
+        if os.path.exists(dev):
+            targets.add(os.stat(dev).st_rdev)
+    holders = []
+    me = os.getpid()
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        if int(pid) == me:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if stat.S_ISBLK(st.st_mode) and st.st_rdev in targets:
+                comm = _read(f"/proc/{pid}/comm", "?")
+                holders.append(f"{pid} ({comm})")
+                break
+    return holders
+
+
+def device_identity(kname):
+    """serial and wwn as the kernel reports them (None where there are none)."""
+    serial = _read(f"/sys/class/block/{kname}/device/serial") or _read(
+        f"/sys/class/block/{kname}/serial"
+    )
+    wwn = _read(f"/sys/class/block/{kname}/device/wwid") or _read(f"/sys/class/block/{kname}/wwid")
+    if serial is None or wwn is None:
+        rc, out, _ = _run(["lsblk", "-J", "-d", "-n", "-o", "SERIAL,WWN", f"/dev/{kname}"])
+        if rc == 0 and out.strip():
+            row = (json.loads(out).get("blockdevices") or [{}])[0]
+            serial = serial or row.get("serial")
+            wwn = wwn or row.get("wwn")
+    return (serial or None), (wwn or None)
+
+
+def protected_knames(protected_paths, mount_table):
+    """Every device behind /, /boot, each mounted filesystem, swap and extra paths
+    (PostgreSQL's data directories and tablespaces)."""
+    found = {}
+    for point, source, majmin, fstype in mount_table:
+        k = kname_of_majmin(majmin)
+        if not k and source.startswith("/dev/") and os.path.exists(source):
+            try:
+                k = kname_of(source)
+            except OSError:
+                k = None
+        if k:
+            found.setdefault(k, f"mounted at {point}")
+        if fstype == "btrfs":
+            for member in btrfs_members(point):
+                found.setdefault(member, f"part of the btrfs mounted at {point}")
+    for k in swaps():
+        found[k] = "in use as swap"
+    for path in ["/", "/boot", *protected_paths]:
+        if os.path.exists(path):
+            for k in knames_behind_path(path, mount_table):
+                found[k] = f"the device behind {path}"
+    return found
+
+
+def pg_paths():
+    """PostgreSQL data directories (Debian's pg_lsclusters) and their tablespaces."""
+    rc, out, _ = _run(["pg_lsclusters", "--no-header"])
+    paths = []
+    if rc != 0:
+        return paths
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[5].startswith("/"):
+            datadir = fields[5]
+            paths.append(datadir)
+            tblspc = os.path.join(datadir, "pg_tblspc")
+            with contextlib.suppress(OSError):
+                paths += [os.path.realpath(os.path.join(tblspc, t)) for t in os.listdir(tblspc)]
+    return paths
+
+
+def check(drive, inventory, *, min_size=0, protected_paths=(), own_uuids=(), own_mounts=None):
+    """Checks one candidate drive. Returns a dict of facts when it may be formatted;
+    raises Refusal (one line: device and reason) when it may not.
+
+    drive: the name requested. inventory: candidate_drives (list of dicts).
+    own_uuids: filesystem UUIDs drivelab recorded as made by itself.
+    own_mounts: {mount point: drive name} of drivelab's own mount points; a device
+      mounted exactly there with its own marker is reported as ours, not refused.
+    """
+    own_mounts = own_mounts or {}
+    entries = [e for e in inventory if e.get("name") == drive]
+    if not entries:
+        raise Refusal(f"drive {drive}: not listed in the inventory's candidate_drives")
+    entry = entries[0]
+    devpath = str(entry.get("device") or "")
+    where = f"drive {drive} ({devpath or 'no device'})"
+    if len(entries) > 1:
+        raise Refusal(f"{where}: listed twice in candidate_drives")
+    if not devpath:
+        raise Refusal(f"{where}: has no device in the inventory")
+    if not os.path.lexists(devpath):
+        raise Refusal(f"{where}: does not exist")
+    real = os.path.realpath(devpath)
+    if real != devpath:
+        where = f"drive {drive} ({devpath} -> {real})"
+    try:
+        st = os.stat(real)
+    except OSError as err:
+        raise Refusal(f"{where}: cannot stat it ({err.strerror})") from err
+    if not stat.S_ISBLK(st.st_mode):
+        raise Refusal(f"{where}: is not a block device")
+    # the same device listed under two names (an alias and its target, or twice)
+    for other in inventory:
+        odev = str(other.get("device") or "")
+        if other is not entry and odev and os.path.exists(odev) and os.path.realpath(odev) == real:
+            raise Refusal(
+                f"{where}: listed twice in candidate_drives (also as {other.get('name')})"
+            )
+    kname = kname_of(real)
+    if parent_of(kname):
+        raise Refusal(f"{where}: is a partition of {parent_of(kname)}, not a whole disk")
+    is_loop = os.major(st.st_rdev) == 7 or kname.startswith("loop")
+    if is_loop and entry.get("allow_loop") is not True:
+        raise Refusal(f"{where}: is a loop device and the inventory does not say allow_loop: true")
+    if _read(f"/sys/class/block/{kname}/ro") == "1":
+        raise Refusal(f"{where}: is read-only")
+    sectors = _read(f"/sys/class/block/{kname}/size")
+    if sectors is None or not sectors.isdigit():
+        raise Refusal(f"{where}: cannot read its size")
+    size = int(sectors) * 512
+    if entry.get("size_bytes") not in (None, "") and int(entry["size_bytes"]) != size:
+        raise Refusal(
+            f"{where}: is {size} bytes, the inventory declares {int(entry['size_bytes'])}"
+        )
+    serial, wwn = device_identity(kname)
+    if entry.get("serial") not in (None, "") and str(entry["serial"]) != (serial or ""):
+        raise Refusal(
+            f"{where}: serial is {serial or 'unreadable'}, the inventory declares {entry['serial']}"
+        )
+    if entry.get("wwn") not in (None, "") and str(entry["wwn"]).lower() != (wwn or "").lower():
+        raise Refusal(
+            f"{where}: WWN is {wwn or 'unreadable'}, the inventory declares {entry['wwn']}"
+        )
+    if min_size and size < int(min_size):
+        raise Refusal(
+            f"{where}: is {size} bytes, smaller than the {int(min_size)} the scenario needs"
+        )
+
+    mount_table = mounts()
+    members = family(kname)
+    sigs, probe = signatures(real)
+    own = bool(OWN_LABEL.search(probe.get("LABEL", ""))) and probe.get("UUID") in set(own_uuids)
+    mounted_points = []
+    for point, source, majmin, _fstype in mount_table:
+        src_k = None
+        if source.startswith("/dev/") and os.path.exists(source):
+            try:
+                src_k = kname_of(source)
+            except OSError:
+                src_k = None
+        if kname_of_majmin(majmin) in members or src_k in members:
+            mounted_points.append(point)
+    protected = protected_knames(protected_paths, mount_table)
+    # our own filesystem, mounted at our own mount point, is not a refusal
+    own_point = None
+    if own:
+        points = set(mounted_points)
+        for k in members:
+            m = re.match(
+                r"^(?:mounted at|part of the btrfs mounted at) (.*)$", protected.get(k, "")
+            )
+            if m:
+                points.add(m.group(1))
+        if points and all(p in own_mounts for p in points) and len(points) == 1:
+            own_point = points.pop()
+    holds = []
+    for k in sorted(members):
+        reason = protected.get(k)
+        if not reason or (own_point and reason.endswith(f"mounted at {own_point}")):
+            continue
+        behind = reason.removeprefix("the device behind ")
+        if (
+            own_point
+            and behind != reason
+            and (behind + "/").startswith(own_point.rstrip("/") + "/")
+        ):
+            holds.append(behind)  # PostgreSQL data on our own drive: refused only when reformatting
+            continue
+        rel = "is" if k == kname else f"is related to {k}, which is"
+        raise Refusal(f"{where}: {rel} {reason}")
+    for point in mounted_points:
+        if point != own_point:
+            raise Refusal(f"{where}: is mounted at {point}")
+    hold = holders_of(kname)
+    if hold:
+        raise Refusal(f"{where}: has holders {', '.join(hold)} (LVM, md or dm)")
+    parts = partitions_of(kname)
+    if parts:
+        raise Refusal(f"{where}: has partitions {', '.join(parts)}")
+    if probe.get("PTTYPE") or any(s.get("type") in ("gpt", "dos", "PMBR") for s in sigs):
+        raise Refusal(
+            f"{where}: has a partition table ({probe.get('PTTYPE') or 'found by wipefs'})"
+        )
+    found = sorted(
+        {s.get("type", "?") for s in sigs} | ({probe["TYPE"]} if probe.get("TYPE") else set())
+    )
+    if found and not own and entry.get("wipe") is not True:
+        label = f" labelled {probe['LABEL']!r}" if probe.get("LABEL") else ""
+        raise Refusal(
+            f"{where}: carries a {'/'.join(found)} signature{label} and the inventory does not say wipe: true"
+        )
+    if not own_point:
+        openers = held_open_by(real, members)
+        if openers:
+            raise Refusal(f"{where}: is held open by {', '.join(openers)}")
+        try:
+            fd = os.open(real, os.O_RDONLY | os.O_EXCL)
+        except OSError as err:
+            raise Refusal(f"{where}: cannot be opened exclusively ({err.strerror})") from err
+        os.close(fd)
+    return {
+        "name": drive,
+        "device": real,
+        "declared_device": devpath,
+        "kname": kname,
+        "size_bytes": size,
+        "serial": serial,
+        "wwn": wwn,
+        "loop": is_loop,
+        "signatures": found,
+        "fstype": probe.get("TYPE"),
+        "label": probe.get("LABEL"),
+        "uuid": probe.get("UUID"),
+        "own": own,
+        "mounted_at": own_point,
+        "holds": sorted(set(holds)),
+        "wipe_needed": bool(found) and not own,
+    }
