@@ -1,0 +1,407 @@
+"""The records that flow from the parsers through the store to the reports.
+
+One measurement type, :class:`Sample` (metric, value, unit, labels, timestamp), for
+anything that is a single number (fio figures, pg_test_fsync figures, device
+telemetry), and typed records for what has structure: a pgbench report, a progress
+point, a per-transaction-log summary, a client's result, a run, a cell.
+
+Everything is in base units from the moment it is parsed: seconds (latencies, too),
+bytes, bytes per second, ratios (0..1, not percent). Display code converts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+
+def _frozen_labels(labels: Mapping[str, Any] | None) -> Mapping[str, str]:
+    return MappingProxyType({str(k): str(v) for k, v in sorted((labels or {}).items())})
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One number: ``drivelab_<what>_<unit>`` metric name, its value in base units,
+    the unit spelled out, low-cardinality labels, and (for series) an epoch timestamp."""
+
+    metric: str
+    value: float
+    unit: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    timestamp: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", _frozen_labels(self.labels))
+        object.__setattr__(self, "value", float(self.value))
+
+    def __hash__(self) -> int:
+        return hash(
+            (self.metric, self.value, self.unit, tuple(self.labels.items()), self.timestamp)
+        )
+
+
+# --------------------------------------------------------------------------- pgbench
+
+
+@dataclass(frozen=True)
+class PgbenchReport:
+    """pgbench's final report (stdout), any version from 8.4 to 17.
+
+    ``None`` means "pgbench did not print this line" (older version, option not
+    used), never "zero". Latencies are seconds. ``tps`` is the figure pgbench
+    calls the result: "without initial connection time" (14+), "excluding
+    connections establishing" (<=13), or "including reconnection times" (-C)."""
+
+    source: str
+    tps: float
+    tps_kind: str
+    processed: int
+    clients: int
+    pgbench_version: str | None = None
+    server_version: str | None = None
+    transaction_type: str | None = None
+    scaling_factor: int | None = None
+    partition_method: str | None = None
+    partitions: int | None = None
+    query_mode: str | None = None
+    threads: int | None = None
+    max_tries: int | None = None
+    duration_s: float | None = None
+    transactions_per_client: int | None = None
+    planned_transactions: int | None = None
+    failed: int | None = None
+    serialization_failures: int | None = None
+    deadlock_failures: int | None = None
+    retried: int | None = None
+    retries: int | None = None
+    skipped: int | None = None
+    latency_limit_s: float | None = None
+    above_latency_limit: int | None = None
+    latency_avg_s: float | None = None
+    latency_avg_includes_failures: bool = False
+    latency_stddev_s: float | None = None
+    lag_avg_s: float | None = None
+    lag_max_s: float | None = None
+    connection_time_s: float | None = None
+    connection_time_kind: str | None = None
+    tps_including_connections: float | None = None
+    errors: tuple[str, ...] = ()
+    aborted: bool = False
+
+
+@dataclass(frozen=True)
+class PgbenchStderr:
+    """What pgbench said on stderr besides progress: its error lines (``pgbench: error: ...``
+    without the prefix), whether the run was aborted, and the warnings."""
+
+    errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    aborted: bool = False
+
+    @property
+    def reason(self) -> str | None:
+        """The one-line cause to store with a failed or partial run."""
+        if not self.errors:
+            return None
+        firsts = [e for e in self.errors if not e.startswith("Run was aborted")]
+        return (firsts or list(self.errors))[0]
+
+
+@dataclass(frozen=True)
+class ProgressPoint:
+    """One ``-P`` line. ``t`` is seconds since the start, or epoch seconds when
+    ``epoch`` is true (``--progress-timestamp``). Values are for the interval."""
+
+    t: float
+    tps: float
+    latency_avg_s: float
+    latency_stddev_s: float | None = None
+    failed: int | None = None
+    lag_s: float | None = None
+    skipped: int | None = None
+    retried: int | None = None
+    retries: int | None = None
+    epoch: bool = False
+
+
+@dataclass(frozen=True)
+class AggInterval:
+    """One line of an ``--aggregate-interval`` log. Latencies in seconds. Columns pgbench
+    did not write (<=14 layouts) are ``None``."""
+
+    start: float
+    transactions: int
+    latency_sum_s: float
+    latency_sum2_s2: float
+    latency_min_s: float
+    latency_max_s: float
+    lag_sum_s: float | None = None
+    lag_sum2_s2: float | None = None
+    lag_min_s: float | None = None
+    lag_max_s: float | None = None
+    skipped: int | None = None
+    retried: int | None = None
+    retries: int | None = None
+    serialization_failures: int | None = None
+    deadlock_failures: int | None = None
+
+
+@dataclass(frozen=True)
+class PgbenchInit:
+    """``pgbench -i`` output: total seconds and the seconds of each step."""
+
+    total_s: float
+    steps: Mapping[str, float]
+    tuples: int | None = None
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One interval of one client's per-second series (epoch seconds)."""
+
+    client: str
+    start: float
+    duration_s: float
+    transactions: float
+    latency_avg_s: float | None = None
+    failed: int | None = None
+    source: str = "txlog"
+
+
+@dataclass(frozen=True)
+class LatencyHistogram:
+    """Latency counts in buckets, sparse: ``lows_s[i] <= latency < highs_s[i]`` holds
+    ``counts[i]`` transactions; buckets are sorted, disjoint, and only non-empty
+    ones are kept."""
+
+    lows_s: tuple[float, ...]
+    highs_s: tuple[float, ...]
+    counts: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+
+@dataclass(frozen=True)
+class TxLogSummary:
+    """What a per-transaction log (``-l``, all thread files of one pgbench) says,
+    streamed into fixed-size figures: counts, latency moments of the successful
+    transactions, a latency histogram, the span, and the per-second series.
+
+    ``per_second`` rows are ``(epoch_second, successful, failed, latency_sum_s)``
+    by completion time. With ``--sampling-rate`` every count is of the sample only."""
+
+    sources: tuple[str, ...]
+    rows: int
+    successful: int
+    failed: int
+    skipped: int
+    failures: Mapping[str, int]
+    latency_sum_s: float
+    latency_sum2_s2: float
+    latency_min_s: float | None
+    latency_max_s: float | None
+    first_start: float | None
+    last_end: float | None
+    per_second: tuple[tuple[int, int, int, float], ...]
+    histogram: LatencyHistogram
+    connections: int
+    retries: int | None = None
+    lag_sum_s: float | None = None
+
+    @property
+    def latency_avg_s(self) -> float | None:
+        return self.latency_sum_s / self.successful if self.successful else None
+
+    @property
+    def latency_stddev_s(self) -> float | None:
+        n = self.successful
+        if n < 2:
+            return None
+        var = (self.latency_sum2_s2 - self.latency_sum_s**2 / n) / (n - 1)
+        return max(var, 0.0) ** 0.5
+
+
+# --------------------------------------------------------------------------- fio, fsync
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """fio's slat/clat/lat block in seconds. ``percentiles`` maps percent (99.0) to
+    seconds; ``bins`` (json+ only) maps a latency in seconds to its count."""
+
+    min_s: float
+    max_s: float
+    mean_s: float
+    stddev_s: float
+    n: int
+    percentiles: Mapping[float, float] = field(default_factory=dict)
+    bins: Mapping[float, int] | None = None
+
+
+@dataclass(frozen=True)
+class FioDirection:
+    """One direction (read, write, trim, mixed) of one fio job, with I/O done."""
+
+    direction: str
+    iops: float
+    bw_bytes_per_s: float
+    io_bytes: int
+    runtime_s: float
+    total_ios: int
+    clat: LatencyStats | None = None
+    lat: LatencyStats | None = None
+    slat: LatencyStats | None = None
+
+
+@dataclass(frozen=True)
+class FioJob:
+    """A job (or, in client/server mode, one client's stats; ``aggregate`` marks
+    fio's "All clients" sum). CPU figures are ratios."""
+
+    name: str
+    groupid: int
+    error: int
+    directions: Mapping[str, FioDirection]
+    options: Mapping[str, str] = field(default_factory=dict)
+    host: str | None = None
+    port: int | None = None
+    aggregate: bool = False
+    usr_cpu: float | None = None
+    sys_cpu: float | None = None
+
+
+@dataclass(frozen=True)
+class DiskUtil:
+    """fio's ``disk_util`` entry: I/O counts, busy times in seconds, util as a ratio."""
+
+    name: str
+    read_ios: int
+    write_ios: int
+    read_merges: int
+    write_merges: int
+    read_ticks_s: float
+    write_ticks_s: float
+    in_queue_s: float
+    util: float
+    host: str | None = None
+
+
+@dataclass(frozen=True)
+class FioResult:
+    source: str
+    fio_version: str | None
+    timestamp: float | None
+    jobs: tuple[FioJob, ...]
+    disk_util: tuple[DiskUtil, ...] = ()
+    global_options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FsyncResult:
+    """One pg_test_fsync line: the section (``one 8kB write`` ...), the method, and
+    ops/s and seconds per op, or ``None`` for both where it printed ``n/a``."""
+
+    section: str
+    method: str
+    ops_per_s: float | None
+    seconds_per_op: float | None
+    note: str | None = None
+
+
+# --------------------------------------------------------------------------- results
+
+
+class RunStatus(StrEnum):
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class ClientResult:
+    """One client host's figures for one run. ``start``/``end`` (epoch) bound the
+    time it was running transactions; both are ``None`` when no log or timestamped
+    progress was kept."""
+
+    client: str
+    status: RunStatus = RunStatus.COMPLETE
+    reason: str | None = None
+    tps: float | None = None
+    tps_kind: str | None = None
+    processed: int | None = None
+    failed: int | None = None
+    skipped: int | None = None
+    latency_avg_s: float | None = None
+    latency_stddev_s: float | None = None
+    latency_p50_s: float | None = None
+    latency_p95_s: float | None = None
+    latency_p99_s: float | None = None
+    latency_max_s: float | None = None
+    start: float | None = None
+    end: float | None = None
+    exit_code: int | None = None
+    histogram: LatencyHistogram | None = None
+    report: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One point of a scenario's matrix, without the repetition."""
+
+    drive: str
+    workload: str = "tpcb"
+    filesystem: str | None = None
+    placement: str | None = None
+    scale: int | None = None
+    clients: int = 1
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def test(self) -> str:
+        """The cell without the drive: what is compared across drives."""
+        parts = [self.workload]
+        if self.filesystem:
+            parts.append(self.filesystem)
+        if self.placement:
+            parts.append(self.placement)
+        if self.scale is not None:
+            parts.append(f"s{self.scale}")
+        parts.append(f"{self.clients}cl")
+        parts += [f"{k}={v}" for k, v in sorted(self.params.items())]
+        return " ".join(parts)
+
+    @property
+    def key(self) -> str:
+        return f"{self.drive} {self.test}"
+
+
+@dataclass(frozen=True)
+class RawOutput:
+    """Where a raw output file was kept, and what it is (``stdout``, ``stderr``,
+    ``txlog``, ``agglog``, ``fio_json`` ...)."""
+
+    kind: str
+    path: str
+    host: str | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One repetition of one cell, as the runner hands it to the store."""
+
+    repetition: int
+    status: RunStatus
+    clients: tuple[ClientResult, ...] = ()
+    reason: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    commands: tuple[str, ...] = ()
+    series: tuple[SeriesPoint, ...] = ()
+    raw_outputs: tuple[RawOutput, ...] = ()
+    samples: tuple[Sample, ...] = ()
+    facts: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,225 @@
+"""Reports: every publisher takes a :class:`ScenarioView` (loaded from the store by
+:func:`load`, the statistics already done) and writes one format: ``terminal``
+(rich), ``html`` (self-contained, matplotlib SVG), ``export`` (CSV and JSON of
+every figure), ``compare`` (two scenarios or two drives, Welch's t-test)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from collector import stats
+from collector.errors import DrivelabError
+from collector.records import LatencyHistogram, RunStatus, Sample, SeriesPoint
+from collector.store import Fact, ScenarioInfo, Store
+
+TELEMETRY_PREFIX = "drivelab_device_"
+PRETEST_PREFIXES = ("drivelab_fio_", "drivelab_fsync_")
+
+
+@dataclass(frozen=True)
+class CellView:
+    """A cell's statistics plus what its plots need."""
+
+    stats: stats.CellStats
+    baseline_ratio: stats.Ratio | None
+    is_baseline: bool
+    series: tuple[SeriesPoint, ...]
+    series_run: int | None
+    window: tuple[float, float] | None
+    histogram: LatencyHistogram | None
+
+    @property
+    def drive(self) -> str:
+        return self.stats.spec.drive
+
+    @property
+    def test(self) -> str:
+        return self.stats.spec.test
+
+
+@dataclass(frozen=True)
+class ScenarioView:
+    info: ScenarioInfo
+    baseline: str | None
+    cells: tuple[CellView, ...]
+    telemetry: tuple[Sample, ...] = ()
+    pretests: tuple[Sample, ...] = ()
+    facts: tuple[Fact, ...] = ()
+    drives: tuple[str, ...] = field(default_factory=tuple)
+
+
+def open_store(path) -> Store:
+    """The store for reading; a missing or empty store is a one-line error."""
+    store = Store.open(path, create=False)
+    if not store.scenarios():
+        store.close()
+        raise DrivelabError(f"results store {store.path} holds no scenarios yet: run one first")
+    return store
+
+
+def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
+    """Everything a report shows about scenario ``name``, statistics done."""
+    info = store.scenario(name)
+    cells = store.cells(info.id)
+    drives = tuple(dict.fromkeys(spec.drive for _, spec in cells))
+    if baseline is not None and baseline not in drives:
+        raise DrivelabError(
+            f"baseline drive {baseline!r} is not in scenario {name!r} (drives: {', '.join(drives)})"
+        )
+    base = baseline or info.baseline_drive or (drives[0] if drives else None)
+    if base not in drives:
+        base = drives[0] if drives else None
+    built: list[
+        tuple[stats.CellStats, tuple, int | None, tuple | None, LatencyHistogram | None]
+    ] = []
+    for cell_id, spec in cells:
+        runs = []
+        example: tuple[SeriesPoint, ...] = ()
+        example_run = None
+        example_window = None
+        hists: list[LatencyHistogram] = []
+        for run in store.runs(cell_id):
+            clients = store.client_results(run.id)
+            series = store.series(run.id)
+            rs = stats.run_stats(
+                clients,
+                series,
+                status=run.status,
+                reason=run.reason,
+                repetition=run.repetition,
+                run_id=run.id,
+            )
+            runs.append(rs)
+            if run.status == RunStatus.COMPLETE:
+                hists += [c.histogram for c in clients if c.histogram is not None]
+                if example_run is None and series:
+                    example, example_run, example_window = tuple(series), run.repetition, rs.window
+        cs = stats.cell_stats(spec, runs, cell_id)
+        built.append((cs, example, example_run, example_window, stats.merge_histograms(hists)))
+    by_test = {(cs.spec.test, cs.spec.drive): cs for cs, *_ in built}
+    views = []
+    for cs, example, example_run, window, hist in built:
+        ref = by_test.get((cs.spec.test, base))
+        r = None
+        if ref is not None and ref is not cs:
+            r = stats.ratio(cs.tps_values, ref.tps_values)
+        elif ref is cs and cs.tps_values:
+            r = stats.Ratio(1.0, 1.0, 1.0)
+        views.append(CellView(cs, r, cs.spec.drive == base, example, example_run, window, hist))
+    return ScenarioView(
+        info=info,
+        baseline=base,
+        cells=tuple(views),
+        telemetry=tuple(store.samples(info.id, metric_prefix=TELEMETRY_PREFIX)),
+        pretests=tuple(
+            s for p in PRETEST_PREFIXES for s in store.samples(info.id, metric_prefix=p)
+        ),
+        facts=tuple(store.facts(info.id)),
+        drives=drives,
+    )
+
+
+def load_all(
+    store: Store, names: Sequence[str] | None, baseline: str | None = None
+) -> list[ScenarioView]:
+    names = list(names) if names else [s.name for s in store.scenarios()]
+    return [load(store, n, baseline) for n in names]
+
+
+# ------------------------------------------------------------------ shared formatting
+
+
+def fmt_tps(s: stats.Summary | None) -> str:
+    if s is None:
+        return "-"
+    if s.half_width is None:
+        return f"{s.mean:,.1f}"
+    return f"{s.mean:,.1f} ± {s.half_width:,.1f}"
+
+
+def fmt_ratio(r: stats.Ratio | None, is_baseline: bool = False) -> str:
+    if is_baseline:
+        return "baseline"
+    if r is None:
+        return "-"
+    if r.ci_low is None:
+        return f"{r.ratio:.2f}x"
+    return f"{r.ratio:.2f}x [{r.ci_low:.2f}-{r.ci_high:.2f}]"
+
+
+def fmt_ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.2f}"
+
+
+def fmt_runs(cs: stats.CellStats) -> str:
+    text = str(cs.complete)
+    extra = []
+    if cs.partial:
+        extra.append(f"{cs.partial} partial")
+    if cs.failed:
+        extra.append(f"{cs.failed} failed")
+    return text + (f" (+{', '.join(extra)})" if extra else "")
+
+
+def cell_rows(view: ScenarioView) -> list[dict]:
+    """The summary table as plain rows: what the terminal, HTML and CSV all show."""
+    rows = []
+    for cv in view.cells:
+        cs = cv.stats
+        t = cs.tps
+        r = cv.baseline_ratio
+        rows.append(
+            {
+                "scenario": view.info.name,
+                "drive": cs.spec.drive,
+                "test": cs.spec.test,
+                "tps_mean": t.mean if t else None,
+                "tps_stddev": t.stddev if t else None,
+                "tps_ci_low": t.ci_low if t else None,
+                "tps_ci_high": t.ci_high if t else None,
+                "tps_cv": t.cv if t else None,
+                "tps_reported_sum_mean": cs.tps_reported.mean if cs.tps_reported else None,
+                "baseline_drive": view.baseline,
+                "ratio_to_baseline": r.ratio if r else None,
+                "ratio_ci_low": r.ci_low if r else None,
+                "ratio_ci_high": r.ci_high if r else None,
+                "latency_p95_s": cs.latency_p95_s.mean if cs.latency_p95_s else None,
+                "latency_avg_s": cs.latency_avg_s.mean if cs.latency_avg_s else None,
+                "clients": cs.clients,
+                "runs_complete": cs.complete,
+                "runs_partial": cs.partial,
+                "runs_failed": cs.failed,
+            }
+        )
+    return rows
+
+
+def run_rows(view: ScenarioView) -> list[dict]:
+    rows = []
+    for cv in view.cells:
+        for r in cv.stats.runs:
+            rows.append(
+                {
+                    "scenario": view.info.name,
+                    "drive": cv.drive,
+                    "test": cv.test,
+                    "repetition": r.repetition,
+                    "status": r.status.value,
+                    "reason": r.reason,
+                    "clients": r.clients,
+                    "tps": r.tps,
+                    "windowed": r.windowed,
+                    "tps_windowed": r.tps_windowed,
+                    "tps_reported_sum": r.tps_reported_sum,
+                    "window_start": r.window[0] if r.window else None,
+                    "window_end": r.window[1] if r.window else None,
+                    "start_skew_s": r.start_skew_s,
+                    "latency_avg_s": r.latency_avg_s,
+                    "latency_p50_s": r.latency_p50_s,
+                    "latency_p95_s": r.latency_p95_s,
+                    "latency_p99_s": r.latency_p99_s,
+                    "failed_transactions": r.failed,
+                }
+            )
+    return rows

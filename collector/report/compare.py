@@ -1,0 +1,179 @@
+"""``drivelab compare A B``: baseline A against contender B, cell by cell.
+
+A and B are two scenarios (cells matched by their key: drive and test), or two
+drives within one scenario (cells matched by test). For each pair: both means with
+their confidence intervals, the difference in % of the baseline, Welch's t-test
+p-value and whether the difference is significant at 5 %. Like ``esrally
+compare``, with the statistics it lacks. Only complete runs enter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from collector import stats
+from collector.errors import DrivelabError
+from collector.report import CellView, ScenarioView, fmt_ms, fmt_tps, load
+from collector.store import Store
+
+
+@dataclass(frozen=True)
+class Pair:
+    what: str
+    baseline: CellView
+    contender: CellView
+    test: stats.Welch
+    ratio: stats.Ratio | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    baseline_label: str
+    contender_label: str
+    pairs: tuple[Pair, ...]
+    unmatched: tuple[str, ...] = ()
+
+
+def _pairs(base: list[CellView], cont: list[CellView], key) -> tuple[list[Pair], list[str]]:
+    by_key = {key(c): c for c in cont}
+    pairs, unmatched = [], []
+    for b in base:
+        c = by_key.pop(key(b), None)
+        if c is None:
+            unmatched.append(f"{b.drive} {b.test} (baseline only)")
+            continue
+        pairs.append(
+            Pair(
+                what=key(b),
+                baseline=b,
+                contender=c,
+                test=stats.welch(b.stats.tps_values, c.stats.tps_values),
+                ratio=stats.ratio(c.stats.tps_values, b.stats.tps_values),
+            )
+        )
+    unmatched += [f"{c.drive} {c.test} (contender only)" for c in by_key.values()]
+    return pairs, unmatched
+
+
+def compare(store: Store, a: str, b: str, scenario: str | None = None) -> Comparison:
+    """Resolve A and B (scenarios, or drives of ``scenario`` / of the only or latest
+    scenario holding both) and compare them."""
+    names = [s.name for s in store.scenarios()]
+    if scenario is None and a in names and b in names:
+        va, vb = load(store, a), load(store, b)
+        pairs, unmatched = _pairs(list(va.cells), list(vb.cells), lambda c: f"{c.drive} {c.test}")
+        if not pairs:
+            raise DrivelabError(f"scenarios {a!r} and {b!r} have no cell in common")
+        return Comparison(a, b, tuple(pairs), tuple(unmatched))
+    view = _scenario_with_drives(store, names, a, b, scenario)
+    pairs, unmatched = _pairs(
+        [c for c in view.cells if c.drive == a],
+        [c for c in view.cells if c.drive == b],
+        lambda c: c.test,
+    )
+    if not pairs:
+        raise DrivelabError(f"drives {a!r} and {b!r} share no test in scenario {view.info.name!r}")
+    return Comparison(
+        f"{view.info.name}: {a}", f"{view.info.name}: {b}", tuple(pairs), tuple(unmatched)
+    )
+
+
+def _scenario_with_drives(
+    store: Store, names: list[str], a: str, b: str, scenario: str | None
+) -> ScenarioView:
+    candidates = [scenario] if scenario else list(reversed(names))
+    for name in candidates:
+        view = load(store, name)
+        if a in view.drives and b in view.drives:
+            return view
+        if scenario:
+            missing = [d for d in (a, b) if d not in view.drives]
+            raise DrivelabError(
+                f"scenario {scenario!r} has no drive {missing[0]!r}"
+                f" (drives: {', '.join(view.drives)})"
+            )
+    raise DrivelabError(
+        f"{a!r} and {b!r} are neither two scenarios nor two drives of one scenario "
+        f"(scenarios: {', '.join(names)})"
+    )
+
+
+def table(cmp: Comparison) -> Table:
+    t = Table(title=f"baseline {cmp.baseline_label}  vs  contender {cmp.contender_label}")
+    for col, just in (
+        ("test", "left"),
+        ("baseline tps", "right"),
+        ("contender tps", "right"),
+        ("diff %", "right"),
+        ("ratio [95% CI]", "right"),
+        ("p (Welch)", "right"),
+        ("significant", "left"),
+        ("p95 ms base/cont", "right"),
+        ("runs", "right"),
+    ):
+        t.add_column(col, justify=just)
+    for p in cmp.pairs:
+        w = p.test
+        sig = (
+            "n/a (need 2+ runs each)"
+            if w.significant is None
+            else ("yes" if w.significant else "no")
+        )
+        style = "" if not w.significant else ("green" if (w.diff_pct or 0) > 0 else "red")
+        r = p.ratio
+        ratio_txt = (
+            "-"
+            if r is None
+            else (
+                f"{r.ratio:.2f}x"
+                + (f" [{r.ci_low:.2f}-{r.ci_high:.2f}]" if r.ci_low is not None else "")
+            )
+        )
+        bp95 = p.baseline.stats.latency_p95_s
+        cp95 = p.contender.stats.latency_p95_s
+        t.add_row(
+            p.what,
+            fmt_tps(p.baseline.stats.tps),
+            fmt_tps(p.contender.stats.tps),
+            "-" if w.diff_pct is None else f"{w.diff_pct:+.1f}%",
+            ratio_txt,
+            "-" if w.p_value is None else f"{w.p_value:.3g}",
+            f"[{style}]{sig}[/{style}]" if style else sig,
+            f"{fmt_ms(bp95.mean if bp95 else None)} / {fmt_ms(cp95.mean if cp95 else None)}",
+            f"{p.baseline.stats.complete}/{p.contender.stats.complete}",
+        )
+    return t
+
+
+def publish(cmp: Comparison, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(table(cmp))
+    for u in cmp.unmatched:
+        console.print(f"  [yellow]not compared[/yellow] {u}", highlight=False)
+
+
+def as_dict(cmp: Comparison) -> dict:
+    return {
+        "baseline": cmp.baseline_label,
+        "contender": cmp.contender_label,
+        "pairs": [
+            {
+                "test": p.what,
+                "baseline_tps_mean": p.test.baseline.mean if p.test.baseline else None,
+                "contender_tps_mean": p.test.contender.mean if p.test.contender else None,
+                "diff_pct": p.test.diff_pct,
+                "t": p.test.t,
+                "df": p.test.df,
+                "p_value": p.test.p_value,
+                "significant": p.test.significant,
+                "ratio": p.ratio.ratio if p.ratio else None,
+                "ratio_ci_low": p.ratio.ci_low if p.ratio else None,
+                "ratio_ci_high": p.ratio.ci_high if p.ratio else None,
+            }
+            for p in cmp.pairs
+        ],
+        "unmatched": list(cmp.unmatched),
+    }

@@ -1,0 +1,313 @@
+"""A self-contained HTML report: one file, no network needed to view it.
+
+Plots are drawn with matplotlib's object API (no pyplot, no GUI backend) and
+embedded as inline SVG with text as paths, so no font, script or stylesheet is
+fetched. Plots: tps per drive with CI bars; tps per second per client over one
+run of each cell (the concurrent window shaded); latency distribution; device
+telemetry when the store has some."""
+
+from __future__ import annotations
+
+import html
+import io
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+import matplotlib as mpl
+from matplotlib.figure import Figure
+
+from collector import __version__
+from collector.records import RunStatus
+from collector.report import (
+    ScenarioView,
+    fmt_ms,
+    fmt_ratio,
+    fmt_runs,
+    fmt_tps,
+)
+
+mpl.rcParams["svg.fonttype"] = "path"
+mpl.rcParams["svg.hashsalt"] = "drivelab"
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
+h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.8em 0}td,th{border:1px solid #ccc;padding:.3em .6em}
+th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.partial{color:#a60}.failed{color:#b00}.note{color:#555;font-size:.9em}
+figure{margin:1em 0}svg{max-width:100%;height:auto}
+"""
+
+
+def _svg(fig: Figure) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    text = buf.getvalue()
+    return text[text.index("<svg") :]
+
+
+def plot_tps(view: ScenarioView) -> str:
+    """Bars: mean tps of each cell, 95 % CI as error bars, grouped by test."""
+    cells = [c for c in view.cells if c.stats.tps is not None]
+    fig = Figure(figsize=(9, 3.6))
+    ax = fig.subplots()
+    if not cells:
+        ax.text(0.5, 0.5, "no complete runs", ha="center", va="center")
+        return _svg(fig)
+    tests = list(dict.fromkeys(c.test for c in cells))
+    drives = list(view.drives)
+    width = 0.8 / max(len(drives), 1)
+    colors = mpl.colormaps["tab10"]
+    for di, drive in enumerate(drives):
+        xs, ys, lo, hi = [], [], [], []
+        for ti, test in enumerate(tests):
+            for c in cells:
+                if c.drive == drive and c.test == test:
+                    s = c.stats.tps
+                    xs.append(ti + (di - (len(drives) - 1) / 2) * width)
+                    ys.append(s.mean)
+                    lo.append(s.mean - s.ci_low if s.ci_low is not None else 0)
+                    hi.append(s.ci_high - s.mean if s.ci_high is not None else 0)
+        if xs:
+            ax.bar(
+                xs, ys, width * 0.9, yerr=[lo, hi], capsize=4, label=drive, color=colors(di % 10)
+            )
+    ax.set_xticks(range(len(tests)), tests, fontsize=8)
+    ax.set_ylabel("tps (all clients, concurrent window)")
+    ax.set_title("tps per drive, mean with 95% confidence interval")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return _svg(fig)
+
+
+def plot_series(view: ScenarioView) -> list[tuple[str, str]]:
+    """One plot per cell: tps per second of each client in one complete run."""
+    out = []
+    for c in view.cells:
+        if not c.series:
+            continue
+        by_client = defaultdict(list)
+        for p in c.series:
+            by_client[p.client].append(p)
+        t0 = min(p.start for p in c.series)
+        fig = Figure(figsize=(9, 2.8))
+        ax = fig.subplots()
+        for client, pts in sorted(by_client.items()):
+            ax.step(
+                [p.start - t0 for p in pts],
+                [p.transactions / p.duration_s for p in pts],
+                where="post",
+                label=client,
+            )
+        if c.window:
+            ax.axvspan(
+                c.window[0] - t0, c.window[1] - t0, color="#2a7", alpha=0.12, label="all running"
+            )
+        ax.set_xlabel("seconds since the first client started")
+        ax.set_ylabel("tps")
+        ax.set_title(f"{c.drive} / {c.test}: tps per second per client (run {c.series_run})")
+        ax.legend(fontsize=8, loc="lower right")
+        ax.grid(alpha=0.3)
+        out.append((f"{c.drive} {c.test}", _svg(fig)))
+    return out
+
+
+def plot_latency(view: ScenarioView) -> str | None:
+    """Cumulative latency distribution of every cell with a per-transaction log."""
+    cells = [c for c in view.cells if c.histogram is not None and c.histogram.counts]
+    if not cells:
+        return None
+    fig = Figure(figsize=(9, 3.6))
+    ax = fig.subplots()
+    for c in cells:
+        h = c.histogram
+        total = h.total
+        xs, ys, run = [], [], 0
+        for hi, n in zip(h.highs_s, h.counts, strict=True):
+            run += n
+            xs.append(hi * 1000)
+            ys.append(run / total)
+        ax.plot(xs, ys, label=f"{c.drive} {c.test}")
+    ax.set_xscale("log")
+    ax.axhline(0.95, color="#999", lw=0.8, ls="--")
+    ax.set_xlabel("transaction latency (ms, log scale)")
+    ax.set_ylabel("fraction of transactions")
+    ax.set_title("latency distribution (complete runs; dashed: p95)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    return _svg(fig)
+
+
+def plot_telemetry(view: ScenarioView) -> list[tuple[str, str]]:
+    """One plot per telemetry metric, one line per label set."""
+    by_metric = defaultdict(lambda: defaultdict(list))
+    for s in view.telemetry:
+        if s.timestamp is None:
+            continue
+        key = ", ".join(f"{k}={v}" for k, v in s.labels.items())
+        by_metric[(s.metric, s.unit)][key].append((s.timestamp, s.value))
+    out = []
+    for (metric, unit), lines in sorted(by_metric.items()):
+        fig = Figure(figsize=(9, 2.6))
+        ax = fig.subplots()
+        t0 = min(t for pts in lines.values() for t, _ in pts)
+        for label, pts in sorted(lines.items()):
+            pts.sort()
+            ax.plot([t - t0 for t, _ in pts], [v for _, v in pts], label=label)
+        ax.set_title(metric)
+        ax.set_xlabel("seconds")
+        ax.set_ylabel(unit)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        out.append((metric, _svg(fig)))
+    return out
+
+
+def _table(headers: list[str], rows: list[list[str]], num_from: int = 2) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for i, v in enumerate(row):
+            cls = ' class="num"' if i >= num_from else ""
+            cells.append(f"<td{cls}>{html.escape(str(v))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def render(views: list[ScenarioView], now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    parts = [
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        f"<title>drivelab report: {html.escape(', '.join(v.info.name for v in views))}</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>drivelab: how fast is PostgreSQL on this drive</h1>",
+        f"<p class=note>drivelab {__version__}, generated {now:%Y-%m-%d %H:%M} UTC. "
+        "tps is the sum over clients over the window in which all clients were running; "
+        "± is the 95% Student-t confidence interval over complete repetitions; "
+        "partial and failed runs are listed, never averaged in.</p>",
+    ]
+    for view in views:
+        parts.append(f"<h2>Scenario {html.escape(view.info.name)}</h2>")
+        rows = [
+            [
+                cv.drive,
+                cv.test,
+                fmt_tps(cv.stats.tps),
+                fmt_ratio(cv.baseline_ratio, cv.is_baseline),
+                f"{cv.stats.tps_reported.mean:,.1f}" if cv.stats.tps_reported else "-",
+                fmt_ms(cv.stats.latency_p95_s.mean if cv.stats.latency_p95_s else None),
+                str(cv.stats.clients),
+                fmt_runs(cv.stats),
+            ]
+            for cv in view.cells
+        ]
+        parts.append(
+            _table(
+                [
+                    "drive",
+                    "test",
+                    "tps ± CI",
+                    f"x {view.baseline}",
+                    "pgbench sum",
+                    "p95 ms",
+                    "clients",
+                    "runs",
+                ],
+                rows,
+            )
+        )
+        parts.append(f"<figure>{plot_tps(view)}</figure>")
+        runs = []
+        for cv in view.cells:
+            for r in cv.stats.runs:
+                cls = "" if r.status == RunStatus.COMPLETE else r.status.value
+                runs.append(
+                    (
+                        cls,
+                        [
+                            cv.drive,
+                            cv.test,
+                            str(r.repetition),
+                            r.status.value,
+                            "-"
+                            if r.tps is None
+                            else f"{r.tps:,.1f}" + ("" if r.windowed else " (sum)"),
+                            "-" if r.tps_reported_sum is None else f"{r.tps_reported_sum:,.1f}",
+                            "-" if r.start_skew_s is None else f"{r.start_skew_s:.3f}",
+                            fmt_ms(r.latency_p95_s),
+                            r.reason or "",
+                        ],
+                    )
+                )
+        parts.append("<h3>Runs</h3>")
+        head = [
+            "drive",
+            "test",
+            "rep",
+            "status",
+            "tps (window)",
+            "pgbench sum",
+            "start skew s",
+            "p95 ms",
+            "reason",
+        ]
+        trs = []
+        for cls, row in runs:
+            tds = "".join(f"<td>{html.escape(v)}</td>" for v in row)
+            trs.append(f'<tr class="{cls}">{tds}</tr>')
+        parts.append(
+            "<table><tr>"
+            + "".join(f"<th>{h}</th>" for h in head)
+            + "</tr>"
+            + "".join(trs)
+            + "</table>"
+        )
+        series = plot_series(view)
+        if series:
+            parts.append("<h3>tps per second per client</h3>")
+            parts += [f"<figure>{svg}</figure>" for _, svg in series]
+        lat = plot_latency(view)
+        if lat:
+            parts.append(f"<h3>Latency distribution</h3><figure>{lat}</figure>")
+        tele = plot_telemetry(view)
+        if tele:
+            parts.append("<h3>Device telemetry</h3>")
+            parts += [f"<figure>{svg}</figure>" for _, svg in tele]
+        if view.pretests:
+            parts.append("<h3>Pre-tests (fio, pg_test_fsync)</h3>")
+            parts.append(
+                _table(
+                    ["metric", "labels", "value", "unit"],
+                    [
+                        [
+                            s.metric,
+                            ", ".join(f"{k}={v}" for k, v in s.labels.items()),
+                            f"{s.value:,.6g}",
+                            s.unit,
+                        ]
+                        for s in view.pretests
+                    ],
+                )
+            )
+        if view.facts:
+            parts.append("<h3>Environment and device facts</h3>")
+            parts.append(
+                _table(
+                    ["scope", "host", "key", "value"],
+                    [[f.scope, f.host or "", f.key, str(f.value)] for f in view.facts],
+                    num_from=99,
+                )
+            )
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def publish(views: list[ScenarioView], path: Path | str) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(render(views), encoding="utf-8")
+    tmp.replace(p)
+    return p

@@ -1,0 +1,601 @@
+"""The results store: one SQLite file (default ``results/drivelab.db``).
+
+It holds scenarios, their cells, the runs of each cell (one per repetition, with
+status complete / partial / failed and the reason), per-client results, per-second
+series, samples (fio, pg_test_fsync, device telemetry), environment and device facts,
+and the paths of the raw outputs kept beside it. Reports read only this.
+
+* The schema is versioned (table ``schema_version``); :data:`MIGRATIONS` brings an
+  older file up to date, each step in its own transaction. A file written by a
+  newer drivelab is refused rather than misread.
+* Every write is one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``), so a write
+  that is interrupted (an exception, a kill, a power cut) leaves the previous state
+  intact: a run is stored with all its clients, series and paths, or not at all.
+
+The runner's calls, in order::
+
+    store = Store.open(path)                                   # creates or migrates
+    sid = store.add_scenario("two-client", spec, baseline_drive="hdd")
+    store.add_facts(sid, {"kernel": "6.1.0"}, scope="environment", host="db")
+    cid = store.add_cell(sid, CellSpec(drive="ssd", clients=2, scale=20))
+    if not store.has_run(cid, repetition):                     # resume
+        store.record_run(cid, RunRecord(repetition, status, clients, ...))
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collector.errors import DrivelabError
+from collector.paths import results_dir
+from collector.records import (
+    CellSpec,
+    ClientResult,
+    LatencyHistogram,
+    RawOutput,
+    RunRecord,
+    RunStatus,
+    Sample,
+    SeriesPoint,
+)
+
+SCHEMA_VERSION = 1
+_STATUSES = "('complete', 'partial', 'failed')"
+
+#: version -> DDL statements that bring version-1 up to it
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        "CREATE TABLE schema_version (version INTEGER NOT NULL)",
+        """CREATE TABLE scenarios (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            created_at REAL NOT NULL,
+            baseline_drive TEXT,
+            spec_json TEXT NOT NULL DEFAULT '{}')""",
+        """CREATE TABLE cells (
+            id INTEGER PRIMARY KEY,
+            scenario_id INTEGER NOT NULL REFERENCES scenarios(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            drive TEXT NOT NULL,
+            workload TEXT NOT NULL,
+            filesystem TEXT,
+            placement TEXT,
+            scale INTEGER,
+            clients INTEGER NOT NULL,
+            params_json TEXT NOT NULL DEFAULT '{}',
+            UNIQUE (scenario_id, key))""",
+        f"""CREATE TABLE runs (
+            id INTEGER PRIMARY KEY,
+            cell_id INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
+            repetition INTEGER NOT NULL,
+            status TEXT NOT NULL CHECK (status IN {_STATUSES}),
+            reason TEXT,
+            started_at REAL,
+            ended_at REAL,
+            commands_json TEXT NOT NULL DEFAULT '[]',
+            recorded_at REAL NOT NULL,
+            UNIQUE (cell_id, repetition))""",
+        f"""CREATE TABLE client_results (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            client TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN {_STATUSES}),
+            reason TEXT,
+            tps REAL, tps_kind TEXT, processed INTEGER, failed INTEGER, skipped INTEGER,
+            latency_avg_s REAL, latency_stddev_s REAL,
+            latency_p50_s REAL, latency_p95_s REAL, latency_p99_s REAL, latency_max_s REAL,
+            start_ts REAL, end_ts REAL, exit_code INTEGER,
+            histogram_json TEXT,
+            report_json TEXT NOT NULL DEFAULT '{{}}',
+            UNIQUE (run_id, client))""",
+        """CREATE TABLE series (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            client TEXT NOT NULL,
+            start_ts REAL NOT NULL,
+            duration_s REAL NOT NULL,
+            transactions REAL NOT NULL,
+            latency_avg_s REAL,
+            failed INTEGER,
+            source TEXT NOT NULL)""",
+        "CREATE INDEX series_by_run ON series (run_id, client, start_ts)",
+        """CREATE TABLE samples (
+            id INTEGER PRIMARY KEY,
+            scenario_id INTEGER REFERENCES scenarios(id) ON DELETE CASCADE,
+            run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+            metric TEXT NOT NULL,
+            value REAL NOT NULL,
+            unit TEXT NOT NULL,
+            labels_json TEXT NOT NULL DEFAULT '{}',
+            timestamp REAL)""",
+        "CREATE INDEX samples_by_run ON samples (run_id, metric)",
+        "CREATE INDEX samples_by_scenario ON samples (scenario_id, metric)",
+        """CREATE TABLE facts (
+            id INTEGER PRIMARY KEY,
+            scenario_id INTEGER REFERENCES scenarios(id) ON DELETE CASCADE,
+            run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+            scope TEXT NOT NULL,
+            host TEXT,
+            key TEXT NOT NULL,
+            value_json TEXT NOT NULL)""",
+        """CREATE TABLE raw_outputs (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            host TEXT,
+            kind TEXT NOT NULL,
+            path TEXT NOT NULL)""",
+    ),
+}
+
+
+def default_path() -> Path:
+    return results_dir() / "drivelab.db"
+
+
+@dataclass(frozen=True)
+class ScenarioInfo:
+    id: int
+    name: str
+    created_at: float
+    baseline_drive: str | None
+    spec: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    id: int
+    cell_id: int
+    repetition: int
+    status: RunStatus
+    reason: str | None
+    started_at: float | None
+    ended_at: float | None
+    commands: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fact:
+    scope: str
+    key: str
+    value: Any
+    host: str | None = None
+    run_id: int | None = None
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+class Store:
+    """A connection to one results file. Use :meth:`open`; close with :meth:`close`
+    or a ``with`` block."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, clock=time.time) -> None:
+        self.conn = conn
+        self.path = path
+        self.clock = clock
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def open(cls, path: Path | str | None = None, create: bool = True, clock=time.time) -> Store:
+        """Open (and with ``create``, create or migrate) the store at ``path``.
+        Without ``create`` a missing file is a :class:`DrivelabError`."""
+        p = Path(path) if path is not None else default_path()
+        if not p.exists() and not create:
+            raise DrivelabError(f"no results store at {p}: run a scenario first, or give --db")
+        if create:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(p, isolation_level=None, timeout=30)
+            conn.execute("PRAGMA foreign_keys = ON")
+            if create:
+                conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.DatabaseError as err:
+            raise DrivelabError(f"{p}: not a drivelab results store ({err})") from err
+        store = cls(conn, p, clock)
+        try:
+            store._migrate(create)
+        except sqlite3.DatabaseError as err:
+            conn.close()
+            raise DrivelabError(f"{p}: not a drivelab results store ({err})") from err
+        except DrivelabError:
+            conn.close()
+            raise
+        return store
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def version(self) -> int:
+        has = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+        ).fetchone()
+        if not has:
+            return 0
+        row = self.conn.execute("SELECT max(version) FROM schema_version").fetchone()
+        return int(row[0] or 0)
+
+    def _migrate(self, create: bool) -> None:
+        current = self.version()
+        if current > SCHEMA_VERSION:
+            raise DrivelabError(
+                f"{self.path}: schema version {current} is newer than this drivelab's "
+                f"({SCHEMA_VERSION}); upgrade drivelab"
+            )
+        if current == 0:
+            tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if tables:
+                raise DrivelabError(f"{self.path}: an SQLite file, but not a drivelab store")
+            if not create:
+                raise DrivelabError(f"{self.path}: empty results store: run a scenario first")
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            with self.transaction() as cur:
+                for statement in MIGRATIONS[version]:
+                    cur.execute(statement)
+                cur.execute("DELETE FROM schema_version")
+                cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Cursor]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls everything back."""
+        cur = self.conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            yield cur
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        else:
+            cur.execute("COMMIT")
+
+    # ------------------------------------------------------------------ writes
+
+    def add_scenario(
+        self, name: str, spec: Mapping[str, Any] | None = None, baseline_drive: str | None = None
+    ) -> int:
+        """The scenario's id, creating it if new. The spec (the validated scenario
+        file) and the baseline drive are updated when given."""
+        with self.transaction() as cur:
+            row = cur.execute("SELECT id FROM scenarios WHERE name = ?", (name,)).fetchone()
+            if row:
+                if spec is not None:
+                    cur.execute(
+                        "UPDATE scenarios SET spec_json = ? WHERE id = ?", (_dumps(spec), row[0])
+                    )
+                if baseline_drive is not None:
+                    cur.execute(
+                        "UPDATE scenarios SET baseline_drive = ? WHERE id = ?",
+                        (baseline_drive, row[0]),
+                    )
+                return int(row[0])
+            cur.execute(
+                "INSERT INTO scenarios (name, created_at, baseline_drive, spec_json)"
+                " VALUES (?,?,?,?)",
+                (name, self.clock(), baseline_drive, _dumps(spec or {})),
+            )
+            return int(cur.lastrowid)
+
+    def add_cell(self, scenario_id: int, cell: CellSpec) -> int:
+        """The cell's id within the scenario, creating it if new (keyed by :attr:`CellSpec.key`)."""
+        with self.transaction() as cur:
+            row = cur.execute(
+                "SELECT id FROM cells WHERE scenario_id = ? AND key = ?", (scenario_id, cell.key)
+            ).fetchone()
+            if row:
+                return int(row[0])
+            cur.execute(
+                "INSERT INTO cells (scenario_id, key, drive, workload, filesystem, placement,"
+                " scale, clients, params_json) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    scenario_id,
+                    cell.key,
+                    cell.drive,
+                    cell.workload,
+                    cell.filesystem,
+                    cell.placement,
+                    cell.scale,
+                    cell.clients,
+                    _dumps(dict(cell.params)),
+                ),
+            )
+            return int(cur.lastrowid)
+
+    def has_run(self, cell_id: int, repetition: int, complete_only: bool = False) -> bool:
+        """Whether this repetition is stored (and, with ``complete_only``, complete):
+        the runner's resume test."""
+        sql = "SELECT status FROM runs WHERE cell_id = ? AND repetition = ?"
+        row = self.conn.execute(sql, (cell_id, repetition)).fetchone()
+        return bool(row) and (not complete_only or row[0] == RunStatus.COMPLETE.value)
+
+    def record_run(self, cell_id: int, run: RunRecord, replace: bool = True) -> int:
+        """Store one repetition with its clients, series, samples, facts and raw-output
+        paths, all in one transaction. An existing run of the same repetition is
+        replaced (``replace``) or refused."""
+        with self.transaction() as cur:
+            old = cur.execute(
+                "SELECT id FROM runs WHERE cell_id = ? AND repetition = ?",
+                (cell_id, run.repetition),
+            ).fetchone()
+            if old:
+                if not replace:
+                    raise DrivelabError(
+                        f"cell {cell_id} repetition {run.repetition} is already stored"
+                    )
+                cur.execute("DELETE FROM runs WHERE id = ?", (old[0],))
+            cur.execute(
+                "INSERT INTO runs (cell_id, repetition, status, reason, started_at, ended_at,"
+                " commands_json, recorded_at) VALUES (?,?,?,?,?,?,?,?)",
+                (
+                    cell_id,
+                    run.repetition,
+                    RunStatus(run.status).value,
+                    run.reason,
+                    run.started_at,
+                    run.ended_at,
+                    _dumps(list(run.commands)),
+                    self.clock(),
+                ),
+            )
+            run_id = int(cur.lastrowid)
+            for c in run.clients:
+                self._insert_client(cur, run_id, c)
+            cur.executemany(
+                "INSERT INTO series (run_id, client, start_ts, duration_s, transactions,"
+                " latency_avg_s, failed, source) VALUES (?,?,?,?,?,?,?,?)",
+                [
+                    (
+                        run_id,
+                        p.client,
+                        p.start,
+                        p.duration_s,
+                        p.transactions,
+                        p.latency_avg_s,
+                        p.failed,
+                        p.source,
+                    )
+                    for p in run.series
+                ],
+            )
+            cur.executemany(
+                "INSERT INTO raw_outputs (run_id, host, kind, path) VALUES (?,?,?,?)",
+                [(run_id, r.host, r.kind, r.path) for r in run.raw_outputs],
+            )
+            scenario_id = cur.execute(
+                "SELECT scenario_id FROM cells WHERE id = ?", (cell_id,)
+            ).fetchone()[0]
+            self._insert_samples(cur, run.samples, scenario_id, run_id)
+            self._insert_facts(
+                cur, facts=run.facts, scenario_id=scenario_id, run_id=run_id, scope="run", host=None
+            )
+            return run_id
+
+    @staticmethod
+    def _insert_client(cur: sqlite3.Cursor, run_id: int, c: ClientResult) -> None:
+        hist = None
+        if c.histogram is not None:
+            hist = _dumps(
+                {
+                    "lows_s": c.histogram.lows_s,
+                    "highs_s": c.histogram.highs_s,
+                    "counts": c.histogram.counts,
+                }
+            )
+        cur.execute(
+            "INSERT INTO client_results (run_id, client, status, reason, tps, tps_kind, processed,"
+            " failed, skipped, latency_avg_s, latency_stddev_s, latency_p50_s, latency_p95_s,"
+            " latency_p99_s, latency_max_s, start_ts, end_ts, exit_code, histogram_json,"
+            " report_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                run_id,
+                c.client,
+                RunStatus(c.status).value,
+                c.reason,
+                c.tps,
+                c.tps_kind,
+                c.processed,
+                c.failed,
+                c.skipped,
+                c.latency_avg_s,
+                c.latency_stddev_s,
+                c.latency_p50_s,
+                c.latency_p95_s,
+                c.latency_p99_s,
+                c.latency_max_s,
+                c.start,
+                c.end,
+                c.exit_code,
+                hist,
+                _dumps(dict(c.report)),
+            ),
+        )
+
+    @staticmethod
+    def _insert_samples(
+        cur: sqlite3.Cursor, samples: Iterable[Sample], scenario_id: int | None, run_id: int | None
+    ) -> None:
+        cur.executemany(
+            "INSERT INTO samples (scenario_id, run_id, metric, value, unit, labels_json, timestamp)"
+            " VALUES (?,?,?,?,?,?,?)",
+            [
+                (
+                    scenario_id,
+                    run_id,
+                    s.metric,
+                    s.value,
+                    s.unit,
+                    _dumps(dict(s.labels)),
+                    s.timestamp,
+                )
+                for s in samples
+            ],
+        )
+
+    @staticmethod
+    def _insert_facts(
+        cur: sqlite3.Cursor,
+        *,
+        facts: Mapping[str, Any],
+        scenario_id: int | None,
+        run_id: int | None,
+        scope: str,
+        host: str | None,
+    ) -> None:
+        cur.executemany(
+            "INSERT INTO facts (scenario_id, run_id, scope, host, key, value_json)"
+            " VALUES (?,?,?,?,?,?)",
+            [(scenario_id, run_id, scope, host, k, _dumps(v)) for k, v in facts.items()],
+        )
+
+    def add_samples(
+        self, samples: Iterable[Sample], scenario_id: int | None = None, run_id: int | None = None
+    ) -> None:
+        """Samples (fio and pg_test_fsync pre-tests, device telemetry series) of a
+        scenario or of one run, in one transaction."""
+        with self.transaction() as cur:
+            if run_id is not None and scenario_id is None:
+                scenario_id = cur.execute(
+                    "SELECT c.scenario_id FROM runs r JOIN cells c ON c.id = r.cell_id"
+                    " WHERE r.id = ?",
+                    (run_id,),
+                ).fetchone()[0]
+            self._insert_samples(cur, samples, scenario_id, run_id)
+
+    def add_facts(
+        self,
+        scenario_id: int,
+        facts: Mapping[str, Any],
+        scope: str = "environment",
+        host: str | None = None,
+        run_id: int | None = None,
+    ) -> None:
+        """Environment facts (kernel, PostgreSQL settings), device facts (model,
+        serial, rotational, write cache) and the like; values are any JSON."""
+        with self.transaction() as cur:
+            self._insert_facts(
+                cur, facts=facts, scenario_id=scenario_id, run_id=run_id, scope=scope, host=host
+            )
+
+    # ------------------------------------------------------------------ reads
+
+    def scenarios(self) -> list[ScenarioInfo]:
+        rows = self.conn.execute(
+            "SELECT id, name, created_at, baseline_drive, spec_json FROM scenarios ORDER BY id"
+        ).fetchall()
+        return [ScenarioInfo(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in rows]
+
+    def scenario(self, name: str) -> ScenarioInfo:
+        for s in self.scenarios():
+            if s.name == name:
+                return s
+        known = ", ".join(s.name for s in self.scenarios()) or "none"
+        raise DrivelabError(f"no scenario {name!r} in {self.path} (stored: {known})")
+
+    def cells(self, scenario_id: int) -> list[tuple[int, CellSpec]]:
+        rows = self.conn.execute(
+            "SELECT id, drive, workload, filesystem, placement, scale, clients, params_json"
+            " FROM cells WHERE scenario_id = ? ORDER BY id",
+            (scenario_id,),
+        ).fetchall()
+        return [
+            (r[0], CellSpec(r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]))) for r in rows
+        ]
+
+    def runs(self, cell_id: int) -> list[StoredRun]:
+        rows = self.conn.execute(
+            "SELECT id, cell_id, repetition, status, reason, started_at, ended_at, commands_json"
+            " FROM runs WHERE cell_id = ? ORDER BY repetition",
+            (cell_id,),
+        ).fetchall()
+        return [
+            StoredRun(r[0], r[1], r[2], RunStatus(r[3]), r[4], r[5], r[6], tuple(json.loads(r[7])))
+            for r in rows
+        ]
+
+    def client_results(self, run_id: int) -> list[ClientResult]:
+        rows = self.conn.execute(
+            "SELECT client, status, reason, tps, tps_kind, processed, failed, skipped,"
+            " latency_avg_s, latency_stddev_s, latency_p50_s, latency_p95_s, latency_p99_s,"
+            " latency_max_s, start_ts, end_ts, exit_code, histogram_json, report_json"
+            " FROM client_results WHERE run_id = ? ORDER BY client",
+            (run_id,),
+        ).fetchall()
+        out = []
+        for r in rows:
+            hist = None
+            if r[17]:
+                h = json.loads(r[17])
+                hist = LatencyHistogram(tuple(h["lows_s"]), tuple(h["highs_s"]), tuple(h["counts"]))
+            out.append(
+                ClientResult(
+                    client=r[0],
+                    status=RunStatus(r[1]),
+                    reason=r[2],
+                    tps=r[3],
+                    tps_kind=r[4],
+                    processed=r[5],
+                    failed=r[6],
+                    skipped=r[7],
+                    latency_avg_s=r[8],
+                    latency_stddev_s=r[9],
+                    latency_p50_s=r[10],
+                    latency_p95_s=r[11],
+                    latency_p99_s=r[12],
+                    latency_max_s=r[13],
+                    start=r[14],
+                    end=r[15],
+                    exit_code=r[16],
+                    histogram=hist,
+                    report=json.loads(r[18]),
+                )
+            )
+        return out
+
+    def series(self, run_id: int) -> list[SeriesPoint]:
+        rows = self.conn.execute(
+            "SELECT client, start_ts, duration_s, transactions, latency_avg_s, failed, source"
+            " FROM series WHERE run_id = ? ORDER BY client, start_ts",
+            (run_id,),
+        ).fetchall()
+        return [SeriesPoint(*r) for r in rows]
+
+    def samples(
+        self, scenario_id: int | None = None, run_id: int | None = None, metric_prefix: str = ""
+    ) -> list[Sample]:
+        sql = "SELECT metric, value, unit, labels_json, timestamp FROM samples WHERE metric LIKE ?"
+        args: list[Any] = [metric_prefix.replace("%", r"\%") + "%"]
+        if scenario_id is not None:
+            sql += " AND scenario_id = ?"
+            args.append(scenario_id)
+        if run_id is not None:
+            sql += " AND run_id = ?"
+            args.append(run_id)
+        rows = self.conn.execute(sql + " ORDER BY id", args).fetchall()
+        return [Sample(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
+
+    def facts(self, scenario_id: int, run_id: int | None = None) -> list[Fact]:
+        sql = "SELECT scope, key, value_json, host, run_id FROM facts WHERE scenario_id = ?"
+        args: list[Any] = [scenario_id]
+        if run_id is not None:
+            sql += " AND run_id = ?"
+            args.append(run_id)
+        rows = self.conn.execute(sql + " ORDER BY id", args).fetchall()
+        return [Fact(r[0], r[1], json.loads(r[2]), r[3], r[4]) for r in rows]
+
+    def raw_outputs(self, run_id: int) -> list[RawOutput]:
+        rows = self.conn.execute(
+            "SELECT kind, path, host FROM raw_outputs WHERE run_id = ? ORDER BY id", (run_id,)
+        ).fetchall()
+        return [RawOutput(*r) for r in rows]

@@ -1,0 +1,116 @@
+"""Shared by the collector tests: the fixture folder, and a realistic results store
+built from real captured outputs (two drives x 3 repetitions x 2 clients, one
+partial run), as the runner will build it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parent / "data"
+SCENARIO = "two-drives"
+#: hdd runs at 1/30 of the captured figures, the way a 120-IOPS drive did in the lab
+HDD_FACTOR = 1 / 30
+
+
+def build_store(path: Path):
+    """A store as the runner will leave it, from tests/data outputs only."""
+    from collector import stats  # noqa: PLC0415
+    from collector.parse import fio, pg_test_fsync, pgbench  # noqa: PLC0415
+    from collector.records import CellSpec, LatencyHistogram, RawOutput, RunRecord, Sample  # noqa: PLC0415
+    from collector.store import Store  # noqa: PLC0415
+
+    pg = DATA / "pgbench"
+    report = pgbench.parse_report((pg / "pgbench_run2_agg.stdout").read_text(), "run2.stdout")
+    agg = pgbench.read_agglogs(sorted((pg / "run2_agg_full_logs").iterdir()))
+    txlog = pgbench.summarize_txlog(sorted((pg / "run8_sampling_full_logs").iterdir()))
+    aborted_out = (pg / "pgbench_fail_aborted_clients.stdout").read_text()
+    aborted_err = (pg / "pgbench_fail_aborted_clients.stderr").read_text()
+    aborted_rc = pgbench.parse_rc((pg / "pgbench_fail_aborted_clients.rc").read_text())
+
+    store = Store.open(path, clock=lambda: 1795234000.0)
+    sid = store.add_scenario(SCENARIO, {"drives": ["hdd", "ssd"], "repetitions": 3}, "hdd")
+    store.add_facts(sid, {"kernel": "6.1.0-18-amd64", "shared_buffers": "128MB"}, host="db")
+    store.add_facts(sid, {"model": "lab loop 120 IOPS", "rotational": True}, "device", "db")
+    result = fio.parse_fio_json((DATA / "fio" / "fio_randread_4k.json").read_text(), "randread")
+    store.add_samples(fio.fio_samples(result, {"drive": "ssd"}), sid)
+    _, fsync = pg_test_fsync.parse_pg_test_fsync(
+        (DATA / "pg_test_fsync" / "pg_test_fsync_15_s1.txt").read_text()
+    )
+    store.add_samples(pg_test_fsync.fsync_samples(fsync, {"drive": "ssd"}), sid)
+
+    for drive, factor in (("hdd", HDD_FACTOR), ("ssd", 1.0)):
+        cid = store.add_cell(sid, CellSpec(drive=drive, clients=2, scale=2))
+        for rep in range(3):
+            clients, series, samples = [], [], []
+            t_shift = rep * 100.0
+            for ci, name in enumerate(("client1", "client2")):
+                f = factor * (1 + 0.03 * rep + 0.01 * ci)
+                offset = t_shift + 0.5 * ci  # client2 starts half a second late
+                pts = [
+                    replace(p, start=p.start + offset, transactions=p.transactions * f)
+                    for p in stats.series_from_agglog(name, agg)
+                ]
+                if drive == "hdd" and rep == 2 and ci == 1:
+                    cr = stats.client_result(
+                        name,
+                        pgbench.parse_report(aborted_out, "aborted.stdout"),
+                        stderr=pgbench.parse_stderr(aborted_err),
+                        exit_code=aborted_rc,
+                        series=pts,
+                    )
+                else:
+                    cr = stats.client_result(name, replace(report, tps=report.tps * f), series=pts)
+                h = txlog.histogram
+                hist = LatencyHistogram(
+                    tuple(x / f for x in h.lows_s), tuple(x / f for x in h.highs_s), h.counts
+                )
+                cr = replace(
+                    cr,
+                    histogram=hist,
+                    latency_p95_s=stats.percentile(hist, 0.95),
+                    latency_p99_s=stats.percentile(hist, 0.99),
+                )
+                clients.append(cr)
+                series += pts
+            if rep == 0:
+                t0 = min(p.start for p in series)
+                samples = [
+                    Sample(
+                        "drivelab_device_iops",
+                        (120 if drive == "hdd" else 8000) * (1 + 0.1 * (i % 3)),
+                        "operations/second",
+                        {"drive": drive, "host": "db"},
+                        t0 + i,
+                    )
+                    for i in range(6)
+                ]
+            status, reason = stats.run_status(clients)
+            store.record_run(
+                cid,
+                RunRecord(
+                    repetition=rep,
+                    status=status,
+                    reason=reason,
+                    clients=tuple(clients),
+                    started_at=1795234444.0 + t_shift,
+                    ended_at=1795234450.0 + t_shift,
+                    commands=("pgbench -c 4 -j 2 -T 5 -P 1 --log --aggregate-interval=1 bench",),
+                    series=tuple(series),
+                    raw_outputs=(
+                        RawOutput("stdout", f"runs/{drive}/{rep}/client1.stdout", "client1"),
+                    ),
+                    samples=tuple(samples),
+                    facts={"pgbench_version": report.pgbench_version},
+                ),
+            )
+    return store
+
+
+@pytest.fixture
+def results_db(tmp_path) -> Path:
+    path = tmp_path / "drivelab.db"
+    build_store(path).close()
+    return path
