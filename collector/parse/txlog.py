@@ -244,9 +244,12 @@ def _parse_chunk(chunk: bytes, width: int, source: str, first_line: int) -> np.n
     fast = chunk
     for word, code in _WORDS.items():
         fast = fast.replace(b" " + word + b" ", b" %d " % code)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        flat = np.fromstring(fast, dtype=np.int64, sep=" ")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # older numpy warns and stops, newer raises
+            flat = np.fromstring(fast, dtype=np.int64, sep=" ")
+    except ValueError:
+        raise _find_bad_line(chunk, width, source, first_line) from None
     nlines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
     if flat.size != nlines * width:
         raise _find_bad_line(chunk, width, source, first_line)
