@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collector.parse import ParseError
-from collector.parse import pgbench
+from collector.parse import ParseError, pgbench
 from collector.stats import percentile
 
 PG = Path(__file__).resolve().parents[1] / "data" / "pgbench"
