@@ -105,3 +105,44 @@ def _root_and_cgroup_v1():
     for ctl in ("memory", "blkio"):
         if not Path(f"/sys/fs/cgroup/{ctl}/cgroup.procs").exists():
             pytest.skip(f"lab tests need the cgroup v1 {ctl} controller at /sys/fs/cgroup/{ctl}")
+
+
+def playbook(
+    name: str, extra: dict | None = None, *args: str, timeout: float = 600
+) -> subprocess.CompletedProcess:
+    """ansible-playbook playbooks/<name> against the local lab, extra vars as a JSON file."""
+    import tempfile  # noqa: PLC0415
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="drivelab-test-") as fh:
+        json.dump(extra or {}, fh)
+        fh.flush()
+        return ansible(
+            "ansible-playbook", f"playbooks/{name}", "-e", f"@{fh.name}", *args, timeout=timeout
+        )
+
+
+def recap(proc: subprocess.CompletedProcess, host: str) -> dict[str, int]:
+    from collector.playbook import parse_recap  # noqa: PLC0415
+
+    return parse_recap(proc.stdout).get(host, {})
+
+
+def lab_inventory() -> dict:
+    import yaml  # noqa: PLC0415
+
+    return yaml.safe_load((REPO / "inventory/local/hosts.yml").read_text())
+
+
+def db_drives() -> list[dict]:
+    return lab_inventory()["all"]["children"]["db"]["hosts"]["dbhost"]["candidate_drives"]
+
+
+@pytest.fixture(scope="module")
+def lab2():
+    """A fresh lab with 2 clients for one test module; torn down afterwards whatever happened."""
+    drivelab("lab", "down")
+    try:
+        drivelab("lab", "up")
+        yield json.loads(drivelab("lab", "status", "--json").stdout)
+    finally:
+        drivelab("lab", "down")

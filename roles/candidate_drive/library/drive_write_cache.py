@@ -84,7 +84,8 @@ def main():
     if tool is None:
         result.update(state="unchangeable", reason=reason)
         if want != "leave":
-            result.update(skipped=True, msg=f"{dev}: write cache {want} asked, but {reason}")
+            result.update(skip_cells=True, msg=f"{dev}: write cache {want} asked, but {reason}")
+            module.warn(result["msg"] + ": cells that need it are skipped")
         module.exit_json(changed=False, **result)
     result["control"] = tool
     rc, out = run(read_argv(tool, dev))
@@ -97,7 +98,8 @@ def main():
     except WriteCacheError as err:
         result.update(state="unchangeable", reason=str(err))
         if want != "leave":
-            result.update(skipped=True, msg=f"{dev}: write cache {want} asked, but {err}")
+            result.update(skip_cells=True, msg=f"{dev}: write cache {want} asked, but {err}")
+            module.warn(result["msg"] + ": cells that need it are skipped")
         module.exit_json(changed=False, **result)
     result.update(
         state="on" if now["on"] else "off",
