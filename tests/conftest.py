@@ -109,8 +109,9 @@ def build_store(path: Path):
     return store
 
 
-@pytest.fixture
-def results_db(tmp_path) -> Path:
-    path = tmp_path / "drivelab.db"
+@pytest.fixture(scope="session")
+def results_db(tmp_path_factory) -> Path:
+    """The realistic store, built once per session: tests only read it."""
+    path = tmp_path_factory.mktemp("results") / "drivelab.db"
     build_store(path).close()
     return path

@@ -1,0 +1,230 @@
+"""`drivelab report` on a realistic store: terminal table, HTML (rendered by headless
+Chromium, offline), CSV and JSON; and the one-line errors for an empty or missing store."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from collector import cli
+from collector.report import html, load, open_store
+from collector.store import Store
+
+BIN = Path(sys.executable).parent
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture
+def wide(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def test_terminal_table(results_db, capsys, wide):
+    assert cli.main(["report", "--db", str(results_db)]) == 0
+    out = capsys.readouterr().out
+    hdd = next(line for line in out.splitlines() if "│ hdd" in line)
+    ssd = next(line for line in out.splitlines() if "│ ssd" in line)
+    assert "baseline" in hdd and "2 (+1 partial)" in hdd
+    assert "30.44x [28.30-32.74]" in ssd
+    assert "7,272.1 ± 523.7" in ssd and "8,239.8" in ssd and "1.73" in ssd
+    assert "hdd tpcb s2 2cl run 2: partial (client2: client 0 aborted" in " ".join(out.split())
+
+
+def test_report_figures_match_the_stats(results_db):
+    with open_store(results_db) as store:
+        view = load(store, "two-drives")
+    hdd, ssd = view.cells
+    assert hdd.is_baseline and view.baseline == "hdd"
+    assert (hdd.stats.complete, hdd.stats.partial) == (2, 1)
+    assert ssd.stats.tps.n == 3
+    run = ssd.stats.runs[0]
+    assert run.windowed and run.start_skew_s == pytest.approx(0.5)
+    # the windowed sum trims the half second client2 ran alone and the ramp: below pgbench's
+    assert run.tps_windowed < run.tps_reported_sum
+    assert ssd.baseline_ratio.ratio == pytest.approx(ssd.stats.tps.mean / hdd.stats.tps.mean)
+
+
+def test_baseline_option(results_db, capsys, wide):
+    assert cli.main(["report", "two-drives", "--db", str(results_db), "--baseline", "ssd"]) == 0
+    out = capsys.readouterr().out
+    assert "0.03x" in next(line for line in out.splitlines() if "│ hdd" in line)
+
+
+def _drivelab(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", **(env_extra or {})}
+    return subprocess.run(
+        [str(BIN / "drivelab"), *args], capture_output=True, text=True, env=env, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("setup", "args", "message"),
+    [
+        (
+            "missing",
+            ["report"],
+            "drivelab: no results store at {db}: run a scenario first, or give --db",
+        ),
+        ("empty", ["report"], "drivelab: results store {db} holds no scenarios yet: run one first"),
+        (
+            "store",
+            ["report", "nosuch"],
+            "drivelab: no scenario 'nosuch' in {db} (stored: two-drives)",
+        ),
+        (
+            "store",
+            ["report", "--baseline", "floppy"],
+            "drivelab: baseline drive 'floppy' is not in scenario",
+        ),
+        (
+            "store",
+            ["compare", "hdd", "hdd"],
+            "drivelab: compare: baseline and contender are both 'hdd'",
+        ),
+        (
+            "store",
+            ["compare", "hdd", "floppy"],
+            "drivelab: 'hdd' and 'floppy' are neither two scenarios",
+        ),
+        ("missing", ["compare", "a", "b"], "drivelab: no results store at {db}"),
+    ],
+)
+def test_store_errors_are_one_line(tmp_path, results_db, capsys, setup, args, message):  # noqa: PLR0917  (fixtures + params)
+    db = {"missing": tmp_path / "none.db", "store": results_db}.get(setup)
+    if setup == "empty":
+        db = tmp_path / "empty.db"
+        Store.open(db).close()
+    assert cli.main([*args, "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(message.format(db=db))
+    assert out == ""
+
+
+def test_default_db_is_under_results_and_the_error_is_one_line(tmp_path):
+    """The real console script: exit 2, one line, no traceback."""
+    proc = _drivelab("report", env_extra={"DRIVELAB_RESULTS": str(tmp_path)})
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"drivelab: no results store at {tmp_path / 'drivelab.db'}: "
+        "run a scenario first, or give --db\n"
+    )
+    assert proc.stdout == ""
+
+
+def test_csv_and_json_export(results_db, tmp_path, capsys):
+    assert (
+        cli.main(
+            [
+                "report",
+                "--db",
+                str(results_db),
+                "--csv",
+                str(tmp_path / "csv"),
+                "--json",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 0
+    )
+    files = {p.name for p in (tmp_path / "csv").iterdir()}
+    assert files == {
+        "cells.csv",
+        "runs.csv",
+        "series.csv",
+        "latency_histogram.csv",
+        "telemetry.csv",
+        "pretests.csv",
+        "facts.csv",
+    }
+    with (tmp_path / "csv" / "cells.csv").open() as fh:
+        cells = list(csv.DictReader(fh))
+    assert [c["drive"] for c in cells] == ["hdd", "ssd"]
+    assert float(cells[1]["ratio_to_baseline"]) == pytest.approx(30.44, abs=0.01)
+    assert cells[0]["runs_partial"] == "1"
+    with (tmp_path / "csv" / "runs.csv").open() as fh:
+        runs = list(csv.DictReader(fh))
+    assert [r["status"] for r in runs].count("partial") == 1 and len(runs) == 6
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["scenarios"] == ["two-drives"]
+    assert len(doc["series"]) == 20  # one run per cell, 2 clients x 5 seconds
+    assert {r["drive"] for r in doc["latency_histogram"]} == {"hdd", "ssd"}
+    assert len(doc["telemetry"]) == 12
+    assert any(r["metric"] == "drivelab_fio_iops" for r in doc["pretests"])
+    assert doc["cells"] == [
+        {k: (None if v == "" else v) for k, v in row.items()} for row in doc["cells"]
+    ]
+
+
+def test_html_is_self_contained(results_db, tmp_path, capsys):
+    out = tmp_path / "report.html"
+    assert cli.main(["report", "--db", str(results_db), "--html", str(out)]) == 0
+    text = out.read_text()
+    assert text.count("<svg") >= 5  # tps bars, 2 series, latency, telemetry
+    lowered = text.lower()
+    for needle in ("<script", "<link", "<img", "<iframe", "@import", "url(http", "url(//", 'src="'):
+        assert needle not in lowered, needle
+    assert 'href="http' not in lowered.replace('xmlns:xlink="http', "")
+    assert "tps per drive" in text and "Device telemetry" in text
+    assert "client2: client 0 aborted" in text
+
+
+@pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="/usr/bin/chromium is absent (make setup installs it)"
+)
+def test_html_renders_in_headless_chromium_offline(results_db, tmp_path):
+    """Rendered by Chromium with every network path closed (a dead proxy, a resolver
+    that finds nothing): the screenshot must show a real page, not a blank one."""
+    with open_store(results_db) as store:
+        view = load(store, "two-drives")
+    page = html.publish([view], tmp_path / "report.html")
+    shot = tmp_path / "report.png"
+    profile = tempfile.mkdtemp(prefix="drivelab-chromium-")
+    try:
+        proc = subprocess.run(
+            [
+                str(CHROMIUM),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--proxy-server=http://127.0.0.1:9",
+                "--host-resolver-rules=MAP * ~NOTFOUND",
+                f"--user-data-dir={profile}",
+                f"--screenshot={shot}",
+                "--window-size=1280,2000",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "HOME": profile},
+        )
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert shot.exists() and shot.stat().st_size > 10_000
+    from matplotlib.image import imread  # noqa: PLC0415
+
+    pixels = imread(shot)[..., :3]
+    assert pixels.shape[:2] == (2000, 1280)
+    non_white = (pixels < 0.9).any(axis=-1).mean()
+    assert non_white > 0.02, f"only {non_white:.1%} of the screenshot is not white"
+    assert pixels.std() > 0.05
+    # coloured pixels: the bars and lines of the plots rendered
+    r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
+    assert ((abs(r - b) > 0.3) | (abs(g - b) > 0.3)).mean() > 0.001

@@ -1,0 +1,197 @@
+"""The results store: schema versions, atomic writes, and a realistic round trip."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from collector import store as store_mod
+from collector.errors import DrivelabError
+from collector.records import CellSpec, ClientResult, RunRecord, RunStatus, SeriesPoint
+from collector.store import SCHEMA_VERSION, Store
+from tests.conftest import SCENARIO
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _count(path: Path, table: str) -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608
+
+
+def _run(rep: int, *clients: ClientResult, status=RunStatus.COMPLETE) -> RunRecord:
+    return RunRecord(
+        repetition=rep,
+        status=status,
+        clients=clients,
+        series=tuple(
+            SeriesPoint(c.client, 100.0 + i, 1.0, 10.0) for c in clients for i in range(3)
+        ),
+    )
+
+
+def test_new_store_has_the_current_schema(tmp_path):
+    with Store.open(tmp_path / "r" / "drivelab.db") as s:
+        assert s.version() == SCHEMA_VERSION == 1
+        assert s.scenarios() == []
+    with Store.open(tmp_path / "r" / "drivelab.db") as s:  # reopening migrates nothing
+        assert s.version() == 1
+    assert _count(tmp_path / "r" / "drivelab.db", "schema_version") == 1
+
+
+def test_missing_store_is_a_clear_error(tmp_path):
+    with pytest.raises(
+        DrivelabError, match=r"no results store at .*nope\.db: run a scenario first"
+    ):
+        Store.open(tmp_path / "nope.db", create=False)
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "d.db"
+    Store.open(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE schema_version SET version = 99")
+    with pytest.raises(DrivelabError, match="schema version 99 is newer than this drivelab's"):
+        Store.open(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"this is not sqlite at all, just text" * 100, "not a drivelab results store"),
+        (None, "an SQLite file, but not a drivelab store"),
+    ],
+)
+def test_foreign_files_are_refused(tmp_path, content, message):
+    path = tmp_path / "x.db"
+    if content is None:
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE something (x)")
+    else:
+        path.write_bytes(content)
+    with pytest.raises(DrivelabError, match=message):
+        Store.open(path)
+
+
+def test_migration_brings_an_old_store_up_to_date(tmp_path, monkeypatch):
+    path = tmp_path / "d.db"
+    with Store.open(path) as s:
+        sid = s.add_scenario("old")
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(
+        store_mod.MIGRATIONS, 2, ("ALTER TABLE scenarios ADD COLUMN operator TEXT",)
+    )
+    with Store.open(path) as s:
+        assert s.version() == 2
+        assert s.scenario("old").id == sid
+        assert s.conn.execute("SELECT operator FROM scenarios").fetchone() == (None,)
+
+
+def test_a_failed_write_leaves_the_previous_state(tmp_path):
+    path = tmp_path / "d.db"
+    with Store.open(path) as s:
+        sid = s.add_scenario("s")
+        cid = s.add_cell(sid, CellSpec("ssd", clients=2))
+        s.record_run(cid, _run(0, ClientResult("a", tps=1.0), ClientResult("b", tps=2.0)))
+        before = {t: _count(path, t) for t in ("runs", "client_results", "series")}
+        # the same client twice violates UNIQUE(run_id, client) after the run row and
+        # the first client went in: the whole run must vanish, and the old one stay
+        dup = _run(0, ClientResult("a", tps=5.0), ClientResult("a", tps=6.0))
+        with pytest.raises(sqlite3.IntegrityError):
+            s.record_run(cid, dup)
+        assert {t: _count(path, t) for t in before} == before
+        (run,) = s.runs(cid)
+        assert [c.tps for c in s.client_results(run.id)] == [1.0, 2.0]
+
+
+def test_a_killed_writer_leaves_the_previous_state(tmp_path):
+    """A process killed in the middle of record_run (os._exit: no cleanup at all)."""
+    path = tmp_path / "d.db"
+    with Store.open(path) as s:
+        sid = s.add_scenario("s")
+        cid = s.add_cell(sid, CellSpec("ssd", clients=2))
+        s.record_run(cid, _run(0, ClientResult("a", tps=1.0), ClientResult("b", tps=2.0)))
+    child = textwrap.dedent(
+        f"""
+        import os
+        from collector.store import Store
+        from collector.records import ClientResult, RunRecord, RunStatus
+        calls = []
+        def dying(cur, run_id, c):
+            calls.append(c)
+            if len(calls) == 2:
+                os._exit(9)
+            original(cur, run_id, c)
+        original = Store._insert_client
+        Store._insert_client = staticmethod(dying)
+        s = Store.open({str(path)!r})
+        s.record_run({cid}, RunRecord(0, RunStatus.COMPLETE,
+                     (ClientResult("a", tps=7.0), ClientResult("b", tps=8.0))))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", child], cwd=REPO, check=False, timeout=60)
+    assert proc.returncode == 9
+    with Store.open(path) as s:
+        (run,) = s.runs(cid)
+        assert [c.tps for c in s.client_results(run.id)] == [1.0, 2.0]
+        assert len(s.series(run.id)) == 6
+
+
+def test_resume_and_replace(tmp_path):
+    with Store.open(tmp_path / "d.db") as s:
+        sid = s.add_scenario("s", {"a": 1}, baseline_drive="hdd")
+        assert s.add_scenario("s") == sid
+        cid = s.add_cell(sid, CellSpec("ssd", clients=1))
+        assert s.add_cell(sid, CellSpec("ssd", clients=1)) == cid
+        assert not s.has_run(cid, 0)
+        s.record_run(
+            cid, _run(0, ClientResult("a", status=RunStatus.FAILED), status=RunStatus.FAILED)
+        )
+        assert s.has_run(cid, 0) and not s.has_run(cid, 0, complete_only=True)
+        with pytest.raises(DrivelabError, match="repetition 0 is already stored"):
+            s.record_run(cid, _run(0, ClientResult("a", tps=3.0)), replace=False)
+        s.record_run(cid, _run(0, ClientResult("a", tps=3.0)))
+        assert s.has_run(cid, 0, complete_only=True)
+        (run,) = s.runs(cid)
+        assert run.status == RunStatus.COMPLETE
+        assert s.scenario("s").baseline_drive == "hdd"
+        with pytest.raises(DrivelabError, match=r"no scenario 't' in .* \(stored: s\)"):
+            s.scenario("t")
+
+
+def test_realistic_store_round_trip(results_db):
+    """Two drives x 3 repetitions x 2 clients from the fixture outputs, one partial run."""
+    with Store.open(results_db, create=False) as s:
+        (info,) = s.scenarios()
+        assert info.name == SCENARIO and info.baseline_drive == "hdd"
+        cells = s.cells(info.id)
+        assert [spec.drive for _, spec in cells] == ["hdd", "ssd"]
+        statuses = {}
+        for cid, spec in cells:
+            for run in s.runs(cid):
+                statuses[(spec.drive, run.repetition)] = run.status
+                clients = s.client_results(run.id)
+                assert [c.client for c in clients] == ["client1", "client2"]
+                assert all(c.histogram is not None and c.histogram.total == 116 for c in clients)
+                assert len(s.series(run.id)) == 10
+                assert s.raw_outputs(run.id)[0].kind == "stdout"
+                assert run.commands[0].startswith("pgbench -c 4")
+        assert statuses.pop(("hdd", 2)) == RunStatus.PARTIAL
+        assert set(statuses.values()) == {RunStatus.COMPLETE}
+        partial = next(r for r in s.runs(cells[0][0]) if r.repetition == 2)
+        assert partial.reason.startswith("client2: client 0 aborted in command 5")
+        c2 = s.client_results(partial.id)[1]
+        assert c2.status == RunStatus.PARTIAL and c2.exit_code == 2
+        assert c2.report["tps"] == pytest.approx(3796.085764)
+        fio = s.samples(info.id, metric_prefix="drivelab_fio_iops")
+        assert fio[0].value == pytest.approx(123498.167278) and fio[0].labels["drive"] == "ssd"
+        assert len(s.samples(info.id, metric_prefix="drivelab_device_")) == 12
+        facts = {(f.scope, f.key): f.value for f in s.facts(info.id)}
+        assert facts[("device", "rotational")] is True
+        assert facts[("environment", "kernel")] == "6.1.0-18-amd64"
+        assert facts[("run", "pgbench_version")] == "15.18 (Debian 15.18-0+deb12u1)"
