@@ -320,7 +320,12 @@ def check(drive, inventory, *, min_size=0, protected_paths=(), own_uuids=(), own
 
     mount_table = mounts()
     members = family(kname)
-    sigs, probe = signatures(real)
+    # a failed probe is a refusal, but the checks below name an in-use device better
+    try:
+        sigs, probe = signatures(real)
+        probe_error = None
+    except Refusal as err:
+        sigs, probe, probe_error = [], {}, str(err)
     own = bool(OWN_LABEL.search(probe.get("LABEL", ""))) and probe.get("UUID") in set(own_uuids)
     mounted_points = []
     for point, source, majmin, _fstype in mount_table:
@@ -363,6 +368,8 @@ def check(drive, inventory, *, min_size=0, protected_paths=(), own_uuids=(), own
     for point in mounted_points:
         if point != own_point:
             raise Refusal(f"{where}: is mounted at {point}")
+    if probe_error:
+        raise Refusal(f"{where}: {probe_error}")
     hold = holders_of(kname)
     if hold:
         raise Refusal(f"{where}: has holders {', '.join(hold)} (LVM, md or dm)")
