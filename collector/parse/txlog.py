@@ -31,6 +31,7 @@ US = 1e-6
 _WORDS = {b"skipped": -1, b"serialization": -2, b"deadlock": -3, b"failed": -4}
 _FAILURE_NAMES = {-2: "serialization", -3: "deadlock", -4: "other"}
 _WIDTHS = (6, 7, 8)
+_NUMERIC = b"0123456789 \n-"
 _MIN_EPOCH = 10**8
 
 # Latency histogram (µs): exact below 2**EXACT_BITS, then 2**SUB_BITS buckets per
@@ -116,7 +117,7 @@ class _Accumulator:
         if n == 0:
             return
         self.rows += n
-        self.connections.update(np.unique(rows[:, 0]).tolist())
+        self.connections.update(np.flatnonzero(np.bincount(rows[:, 0])).tolist())
         t = rows[:, 2]
         sec = rows[:, 4]
         end_us = sec * 1_000_000 + rows[:, 5]
@@ -240,17 +241,22 @@ def _find_bad_line(chunk: bytes, width: int, source: str, first_line: int) -> Pa
     )
 
 
-def _parse_chunk(chunk: bytes, width: int, source: str, first_line: int) -> np.ndarray:
+def _parse_chunk(
+    chunk: bytes, width: int, source: str, first_line: int, newlines: int
+) -> np.ndarray:
     fast = chunk
-    for word, code in _WORDS.items():
-        fast = fast.replace(b" " + word + b" ", b" %d " % code)
+    letters = chunk.translate(None, _NUMERIC)  # one pass; empty for a log without words
+    if letters:
+        for word, code in _WORDS.items():
+            if word in letters:
+                fast = fast.replace(b" " + word + b" ", b" %d " % code)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # older numpy warns and stops, newer raises
             flat = np.fromstring(fast, dtype=np.int64, sep=" ")
     except ValueError:
         raise _find_bad_line(chunk, width, source, first_line) from None
-    nlines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+    nlines = newlines + (0 if chunk.endswith(b"\n") else 1)
     if flat.size != nlines * width:
         raise _find_bad_line(chunk, width, source, first_line)
     rows = flat.reshape(nlines, width)
@@ -324,9 +330,10 @@ def summarize_txlog(
                             f"{excerpt(b' '.join(first).decode(errors='replace'))}",
                         )
                     width = len(first)
-                rows = _parse_chunk(chunk, width, source, line_no)
+                newlines = chunk.count(b"\n")
+                rows = _parse_chunk(chunk, width, source, line_no, newlines)
                 acc.add(rows)
-                line_no += chunk.count(b"\n")
+                line_no += newlines
         if width is None:
             raise ParseError(source, None, "empty per-transaction log")
     return acc.summary(tuple(sources))
