@@ -94,12 +94,9 @@ def plot_series(view: ScenarioView) -> list[tuple[str, str]]:
         fig = Figure(figsize=(9, 2.8))
         ax = fig.subplots()
         for client, pts in sorted(by_client.items()):
-            ax.step(
-                [p.start - t0 for p in pts],
-                [p.transactions / p.duration_s for p in pts],
-                where="post",
-                label=client,
-            )
+            xs = [p.start - t0 for p in pts] + [pts[-1].start + pts[-1].duration_s - t0]
+            ys = [p.transactions / p.duration_s for p in pts]
+            ax.step(xs, [*ys, ys[-1]], where="post", label=client)
         if c.window:
             ax.axvspan(
                 c.window[0] - t0, c.window[1] - t0, color="#2a7", alpha=0.12, label="all running"
