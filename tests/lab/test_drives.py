@@ -5,6 +5,7 @@ unchangeable on loop devices; removal wipes only drivelab's own marker."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -161,3 +162,27 @@ def test_absent_unmounts_and_wipes_only_the_own_marker(made):
         "drives.yml", {"candidate_drive_request": REQUEST, "candidate_drive_state": "absent"}
     )
     assert again.returncode == 0 and recap(again, "dbhost")["changed"] == 0
+
+
+def test_md_raid_is_skipped_with_its_reason_where_md_is_absent(made):
+    if os.path.exists("/proc/mdstat"):
+        pytest.skip("this kernel has md: the skip path is not reachable here")
+    request = [
+        {
+            "name": "md1",
+            "drives": ["raid1", "raid2"],
+            "fs": "ext4",
+            "raid_level": "raid1",
+            "raid_method": "mdadm",
+        }
+    ]
+    proc = playbook("drives.yml", {"candidate_drive_request": request})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "md1: md RAID is not available here (no /proc/mdstat): skipped" in " ".join(
+        (proc.stdout + proc.stderr).split()
+    )
+    assert "/srv/drivelab/md1" not in mounted()
+    assert all(
+        not blkid(device)
+        for device in (d["device"] for d in db_drives() if d["name"] in ("raid1", "raid2"))
+    )

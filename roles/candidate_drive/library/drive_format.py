@@ -120,11 +120,9 @@ def main():
     }
     try:
         if level != "none" and p["raid_method"] == "mdadm" and not os.path.exists("/proc/mdstat"):
-            module.exit_json(
-                changed=False,
-                skipped=True,
-                msg=f"{name}: md RAID is not available here (no /proc/mdstat)",
-            )
+            reason = f"{name}: md RAID is not available here (no /proc/mdstat): skipped"
+            module.warn(reason)
+            module.exit_json(changed=False, skip_reason=reason)
         if level != "none" and p["raid_method"] == "btrfs":
             if fs != "btrfs":
                 raise Refusal(
