@@ -320,10 +320,18 @@ class Store:
         row = self.conn.execute(sql, (cell_id, repetition)).fetchone()
         return bool(row) and (not complete_only or row[0] == RunStatus.COMPLETE.value)
 
-    def record_run(self, cell_id: int, run: RunRecord, replace: bool = True) -> int:
+    def record_run(
+        self,
+        cell_id: int,
+        run: RunRecord,
+        replace: bool = True,
+        scoped_facts: Iterable[tuple[str, str | None, Mapping[str, Any]]] = (),
+    ) -> int:
         """Store one repetition with its clients, series, samples, facts and raw-output
         paths, all in one transaction. An existing run of the same repetition is
-        replaced (``replace``) or refused."""
+        replaced (``replace``) or refused. ``run.facts`` get scope ``run``;
+        ``scoped_facts`` (scope, host, facts), such as the DB host's device facts, are
+        stored with the run too, so that replacing the run replaces them."""
         with self.transaction() as cur:
             old = cur.execute(
                 "SELECT id FROM runs WHERE cell_id = ? AND repetition = ?",
@@ -380,6 +388,10 @@ class Store:
             self._insert_facts(
                 cur, facts=run.facts, scenario_id=scenario_id, run_id=run_id, scope="run", host=None
             )
+            for scope, host, facts in scoped_facts:
+                self._insert_facts(
+                    cur, facts=facts, scenario_id=scenario_id, run_id=run_id, scope=scope, host=host
+                )
             return run_id
 
     @staticmethod

@@ -1,0 +1,621 @@
+"""Gather one fetched run folder into stored results.
+
+The pgbench playbook leaves, on the controller, one folder per repetition::
+
+    <results>/runs/<scenario>/<cell_id>/rep-<N>/
+        run.json                 the controller's record: scenario, cell, hosts, options, times
+        db/database.json         dataset sizes, DB memory, the "fits in RAM" warning, init
+                                 times, PostgreSQL version and settings, WAL placement
+        db/<host>-<fs>.json      device facts, one file per filesystem
+        <client>/                one folder per client host that answered:
+            stdout.txt stderr.txt rc.txt command.json pgbench_log.<pid>[.<n>]
+
+:func:`gather_run` reads such a folder with the parsers and the statistics into a
+:class:`GatheredRun` (scenario, cell, :class:`~collector.records.RunRecord`, device
+facts); :func:`record_run_dir` stores it, replacing an earlier gathering of the
+same repetition. A folder that is not a run folder (no ``run.json``, not JSON, a
+key missing or of the wrong type) is a one-line :class:`DrivelabError` naming the
+file. A client that left no output, no exit code or no report is a failed client
+with its reason, not an error: the run is stored as partial or failed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from collector import stats
+from collector.errors import DrivelabError
+from collector.parse import ParseError, pgbench
+from collector.records import (
+    AggInterval,
+    CellSpec,
+    ClientResult,
+    RawOutput,
+    RunRecord,
+    RunStatus,
+    Sample,
+    SeriesPoint,
+    TxLogSummary,
+)
+from collector.store import Store
+
+RUN_JSON = "run.json"
+DB_DIR = "db"
+DATABASE_JSON = "database.json"
+LOG_MODES = ("full", "sampled", "aggregate", "none")
+#: the CellSpec fields a run.json ``cell`` may carry; any other key goes into params
+CELL_FIELDS = ("drive", "workload", "filesystem", "placement", "scale", "clients")
+_LOG_NAME = re.compile(r"^pgbench_log\.(\d+)(?:\.(\d+))?$")
+#: the raw files of a client folder, by kind
+CLIENT_FILES = {
+    "stdout": "stdout.txt",
+    "stderr": "stderr.txt",
+    "rc": "rc.txt",
+    "command": "command.json",
+}
+#: where each client's start (its first logged transaction) came from
+START_SOURCES = {
+    "txlog": "first transaction (per-transaction log)",
+    "txlog sampled": "first sampled transaction (sampled log: an estimate)",
+    "agglog": "first aggregate interval (interval-aligned)",
+    "progress": "first progress interval (-P)",
+}
+
+
+@dataclass(frozen=True)
+class ScopedFacts:
+    """Facts outside the run's own scope (``device`` facts of the DB host), stored
+    with the run so that gathering the folder again replaces them."""
+
+    scope: str
+    host: str | None
+    facts: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class GatheredRun:
+    """One run folder, read: ready for :meth:`Store.record_run`."""
+
+    run_dir: Path
+    scenario: str
+    cell: CellSpec
+    run: RunRecord
+    facts: tuple[ScopedFacts, ...] = ()
+    cell_id: str = ""
+
+    @property
+    def samples(self) -> tuple[Sample, ...]:
+        return self.run.samples
+
+    def stats(self) -> stats.RunStats:
+        """The run's aggregate, as the report will compute it from the store."""
+        return stats.run_stats(
+            self.run.clients,
+            self.run.series,
+            status=self.run.status,
+            reason=self.run.reason,
+            repetition=self.run.repetition,
+        )
+
+
+@dataclass(frozen=True)
+class _Meta:
+    """run.json, checked."""
+
+    path: Path
+    scenario: str
+    cell_id: str
+    cell: CellSpec
+    repetition: int
+    db_host: str | None
+    client_hosts: tuple[str, ...]
+    pgbench: Mapping[str, Any]
+    log: str
+    sampling_rate: float | None
+    aggregate_interval: float | None
+    start_at: float | None
+    started_at: float | None
+    ended_at: float | None
+    ansible_failures: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class _Client:
+    result: ClientResult
+    series: tuple[SeriesPoint, ...] = ()
+    raw: tuple[RawOutput, ...] = ()
+    command: Mapping[str, Any] = field(default_factory=dict)
+    start_source: str | None = None
+    note: str | None = None
+
+
+# --------------------------------------------------------------------------- JSON files
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DrivelabError(f"{path}: missing (not a run folder?)") from None
+    except OSError as err:
+        raise DrivelabError(f"{path}: cannot read: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise DrivelabError(f"{path}: not JSON (not UTF-8 text)") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DrivelabError(
+            f"{path}: not JSON (line {err.lineno} column {err.colno}: {err.msg})"
+        ) from None
+
+
+class _Checker:
+    """Typed look-ups in a JSON object; a problem is one line naming the file and key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, message: str) -> DrivelabError:
+        return DrivelabError(f"{self.path}: {message}")
+
+    def obj(self, value: Any, name: str) -> Mapping[str, Any]:
+        if not isinstance(value, dict):
+            what = "the file" if not name else repr(name)
+            raise self.fail(f"{what} must be a JSON object, not {_kind(value)}")
+        return value
+
+    def get(  # noqa: PLR0917  (one look-up, spelled out)
+        self,
+        doc: Mapping[str, Any],
+        key: str,
+        types: tuple[type, ...],
+        prefix: str = "",
+        required: bool = True,
+        default: Any = None,
+    ) -> Any:
+        name = f"{prefix}{key}"
+        if key not in doc:
+            if required:
+                raise self.fail(f"missing key {name!r}")
+            return default
+        value = doc[key]
+        if value is None and not required:
+            return default
+        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+        if not ok:
+            want = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
+            raise self.fail(f"{name!r} must be {want}, not {_kind(value)} {_short(value)}")
+        return value
+
+
+_TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    list: "a list",
+    dict: "an object",
+    bool: "true or false",
+}
+_NUMBER = (int, float)
+
+
+def _kind(value: Any) -> str:
+    return {
+        type(None): "null",
+        bool: "a boolean",
+        str: "a string",
+        int: "a number",
+        float: "a number",
+        list: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def read_meta(run_dir: Path) -> _Meta:
+    """run.json, checked: every key gather needs, with its type."""
+    path = run_dir / RUN_JSON
+    if not run_dir.is_dir():
+        raise DrivelabError(f"{run_dir}: no such run folder")
+    c = _Checker(path)
+    doc = c.obj(_load_json(path), "")
+    scenario = c.get(doc, "scenario", (str,))
+    cell_id = c.get(doc, "cell_id", (str,))
+    cell = c.obj(c.get(doc, "cell", (dict,)), "cell")
+    repetition = c.get(doc, "repetition", (int,))
+    if repetition < 0:
+        raise c.fail(f"'repetition' must be 0 or more, not {repetition}")
+    hosts = c.get(doc, "client_hosts", (list,))
+    if not hosts or not all(isinstance(h, str) and h for h in hosts):
+        raise c.fail(f"'client_hosts' must be a non-empty list of host names, not {_short(hosts)}")
+    if len(set(hosts)) != len(hosts):
+        raise c.fail(f"'client_hosts' names a host twice: {_short(hosts)}")
+    opts = c.obj(c.get(doc, "pgbench", (dict,)), "pgbench")
+    log = c.get(opts, "log", (str,), "pgbench.")
+    if log not in LOG_MODES:
+        raise c.fail(f"'pgbench.log' must be one of {', '.join(LOG_MODES)}, not {log!r}")
+    rate = c.get(opts, "sampling_rate", _NUMBER, "pgbench.", required=False)
+    if log == "sampled" and not (rate and 0 < rate <= 1):
+        raise c.fail(f"'pgbench.sampling_rate' must be in (0, 1] when log is 'sampled', not {rate}")
+    interval = c.get(opts, "aggregate_interval", _NUMBER, "pgbench.", required=False)
+    if interval is not None and interval <= 0:
+        raise c.fail(f"'pgbench.aggregate_interval' must be positive, not {interval}")
+    failures = c.get(doc, "ansible_failures", (list,), required=False, default=[])
+    for f in failures:
+        c.obj(f, "ansible_failures[]")
+    return _Meta(
+        path=path,
+        scenario=scenario,
+        cell_id=cell_id,
+        cell=_cell_spec(c, cell, len(hosts)),
+        repetition=repetition,
+        db_host=c.get(doc, "db_host", (str,), required=False),
+        client_hosts=tuple(hosts),
+        pgbench=opts,
+        log=log,
+        sampling_rate=float(rate) if rate is not None else None,
+        aggregate_interval=float(interval) if interval is not None else None,
+        start_at=c.get(doc, "start_at", _NUMBER, required=False),
+        started_at=c.get(doc, "started_at", _NUMBER, required=False),
+        ended_at=c.get(doc, "ended_at", _NUMBER, required=False),
+        ansible_failures=tuple(failures),
+    )
+
+
+def _cell_spec(c: _Checker, cell: Mapping[str, Any], hosts: int) -> CellSpec:
+    params = dict(c.obj(c.get(cell, "params", (dict,), "cell.", required=False, default={}), ""))
+    params.update({k: v for k, v in cell.items() if k not in (*CELL_FIELDS, "params")})
+    return CellSpec(
+        drive=c.get(cell, "drive", (str,), "cell."),
+        workload=c.get(cell, "workload", (str,), "cell.", required=False, default="tpcb"),
+        filesystem=c.get(cell, "filesystem", (str,), "cell.", required=False),
+        placement=c.get(cell, "placement", (str,), "cell.", required=False),
+        scale=c.get(cell, "scale", (int,), "cell.", required=False),
+        clients=c.get(cell, "clients", (int,), "cell.", required=False, default=hosts),
+        params=params,
+    )
+
+
+# --------------------------------------------------------------------------- database facts
+
+
+#: database.json key -> the run fact it is stored as
+DATABASE_FACTS = {
+    "sizes": "db_sizes_bytes",
+    "memory_bytes": "db_memory_bytes",
+    "memory_source": "db_memory_source",
+    "warning": "db_warning",
+    "init": "db_init",
+    "wal": "wal_placement",
+}
+
+
+def read_database(db_dir: Path) -> tuple[dict[str, Any], list[Sample]]:
+    """``db/database.json`` as run facts (``db_*``, ``postgresql_*``, ``wal_placement``)
+    and samples (dataset sizes, DB memory, init seconds). Missing file: nothing."""
+    path = db_dir / DATABASE_JSON
+    if not path.exists():
+        return {}, []
+    c = _Checker(path)
+    doc = c.obj(_load_json(path), "")
+    facts: dict[str, Any] = {}
+    for key, value in doc.items():
+        if key == "postgresql" and isinstance(value, dict):
+            facts["postgresql_version"] = value.get("version")
+            facts["postgresql_settings"] = value.get("settings") or {}
+            facts.update(
+                {f"postgresql_{k}": v for k, v in value.items() if k not in ("version", "settings")}
+            )
+        else:
+            facts[DATABASE_FACTS.get(key, f"db_{key}")] = value
+    sizes = c.obj(c.get(doc, "sizes", (dict,), required=False, default={}), "sizes")
+    init = c.obj(c.get(doc, "init", (dict,), required=False, default={}), "init")
+    memory = c.get(doc, "memory_bytes", _NUMBER, required=False)
+    c.get(doc, "warning", (str,), required=False)
+    samples = [
+        Sample("drivelab_db_size_bytes", v, "bytes", {"database": k})
+        for k, v in sizes.items()
+        if isinstance(v, _NUMBER) and not isinstance(v, bool)
+    ]
+    if memory is not None:
+        samples.append(Sample("drivelab_db_memory_bytes", memory, "bytes"))
+    lifted = []
+    seconds = {}
+    for host, step in init.items():
+        c.obj(step, f"init.{host}")
+        s = c.get(step, "seconds", _NUMBER, f"init.{host}.", required=False)
+        if s is not None:
+            seconds[host] = float(s)
+            samples.append(Sample("drivelab_db_init_seconds", s, "seconds", {"client": host}))
+        lifted.append(c.get(step, "caps_lifted", (bool,), f"init.{host}.", required=False))
+    if init:
+        facts["db_init_seconds"] = seconds
+        known = [x for x in lifted if x is not None]
+        facts["db_caps_lifted"] = all(known) if len(known) == len(lifted) else None
+    return facts, samples
+
+
+def read_device_facts(db_dir: Path, db_host: str | None) -> list[ScopedFacts]:
+    """Every other ``db/*.json``: one ``device`` fact per file, keyed by the filesystem
+    (``dbhost-nvme.json`` -> key ``nvme``), the host being the file's prefix."""
+    out = []
+    if not db_dir.is_dir():
+        return out
+    for path in sorted(db_dir.glob("*.json")):
+        if path.name == DATABASE_JSON:
+            continue
+        value = _load_json(path)
+        host, key = db_host, path.stem
+        if db_host and path.stem.startswith(f"{db_host}-"):
+            key = path.stem.removeprefix(f"{db_host}-")
+        elif "-" in path.stem:
+            host, key = path.stem.split("-", 1)
+        out.append(ScopedFacts("device", host, {key: value}))
+    return out
+
+
+# --------------------------------------------------------------------------- one client
+
+
+def _one_line(text: str, width: int = 300) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def _ansible_failure(meta: _Meta, host: str) -> str | None:
+    for f in meta.ansible_failures:
+        if f.get("host") == host:
+            task = f.get("task")
+            msg = _one_line(f.get("msg") or "failed")
+            return f"ansible task {task!r} failed: {msg}" if task else f"ansible: {msg}"
+    return None
+
+
+def log_files(client_dir: Path, pid: int | None = None) -> list[Path]:
+    """pgbench's log files of one client (``pgbench_log.<pid>``, then ``.<pid>.<n>`` by n).
+    Logs of several pgbench processes are an error unless ``pid`` picks one."""
+    by_pid: dict[int, list[tuple[int, Path]]] = {}
+    for p in client_dir.iterdir():
+        m = _LOG_NAME.match(p.name)
+        if m and p.is_file():
+            by_pid.setdefault(int(m[1]), []).append((int(m[2] or 0), p))
+    if not by_pid:
+        return []
+    if pid in by_pid:
+        chosen = by_pid[pid]
+    elif len(by_pid) == 1:
+        chosen = next(iter(by_pid.values()))
+    else:
+        pids = ", ".join(str(p) for p in sorted(by_pid))
+        raise DrivelabError(
+            f"{client_dir}: logs of {len(by_pid)} pgbench processes (pids {pids}), "
+            "and command.json names none of them"
+        )
+    return [p for _, p in sorted(chosen)]
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+
+
+def gather_client(run_dir: Path, host: str, meta: _Meta) -> _Client:
+    """One client host's result, series and raw files. Failure is a result, not an error."""
+    d = run_dir / host
+    ansible = _ansible_failure(meta, host)
+    if not d.is_dir():
+        reason = f"no output fetched from {host}" + (f" ({ansible})" if ansible else "")
+        return _Client(ClientResult(host, RunStatus.FAILED, reason))
+    files = {kind: d / name for kind, name in CLIENT_FILES.items()}
+    command: dict[str, Any] = {}
+    if files["command"].exists():
+        command = dict(_Checker(files["command"]).obj(_load_json(files["command"]), ""))
+    pid = command.get("pid") if isinstance(command.get("pid"), int) else None
+    logs = log_files(d, pid) if meta.log != "none" else []
+    log_kind = "agglog" if meta.log == "aggregate" else "txlog"
+    raw = tuple(
+        [RawOutput(kind, str(p), host) for kind, p in files.items() if p.exists()]
+        + [RawOutput(log_kind, str(p), host) for p in logs]
+    )
+    stdout = _read_text(files["stdout"])
+    stderr_text = _read_text(files["stderr"]) or ""
+    err = pgbench.parse_stderr(stderr_text, str(files["stderr"]))
+    rc_text = _read_text(files["rc"])
+    if rc_text is None:
+        reason = err.reason or ansible or f"no exit code fetched from {host} (rc.txt missing)"
+        return _Client(ClientResult(host, RunStatus.FAILED, reason), raw=raw, command=command)
+    rc = pgbench.parse_rc(rc_text, str(files["rc"]))
+    report = None
+    why = None
+    if stdout is None:
+        why = f"no stdout.txt fetched from {host}"
+    else:
+        try:
+            report = pgbench.parse_report(stdout, str(files["stdout"]))
+        except ParseError as e:
+            why = str(e)
+    if report is None:
+        reason = err.reason or (f"pgbench exited {rc}" if rc else why)
+        result = ClientResult(host, RunStatus.FAILED, reason, exit_code=rc)
+        return _Client(result, raw=raw, command=command)
+
+    txlog, agg, series, source, note = _read_logs(host, logs, meta)
+    if not series:
+        series, source = _progress_series(host, stderr_text, files["stderr"], command)
+    result = stats.client_result(
+        host, report, stderr=err, exit_code=rc, txlog=txlog, agglog=agg, series=series
+    )
+    if note and result.status == RunStatus.COMPLETE and note.startswith("unreadable"):
+        # a log that does not parse after a clean exit: keep the figures, average nothing in
+        result = replace(result, status=RunStatus.PARTIAL, reason=note)
+    return _Client(result, tuple(series), raw, command, source, note)
+
+
+def _read_logs(
+    host: str, logs: list[Path], meta: _Meta
+) -> tuple[
+    TxLogSummary | None, list[AggInterval] | None, list[SeriesPoint], str | None, str | None
+]:
+    """The client's pgbench logs, per run.json's ``log``: (txlog, agglog, series,
+    series source, a note when they are missing or do not parse)."""
+    if meta.log == "none":
+        return None, None, [], None, None
+    if not logs:
+        return None, None, [], None, f"no pgbench_log.* files (log is {meta.log!r})"
+    try:
+        if meta.log == "aggregate":
+            agg = pgbench.read_agglogs(logs)
+            series = stats.series_from_agglog(host, agg, meta.aggregate_interval)
+            return None, agg, series, "agglog" if agg else None, None
+        txlog = pgbench.summarize_txlog(logs)
+        rate = meta.sampling_rate if meta.log == "sampled" else 1.0
+        series = stats.series_from_txlog(host, txlog, sampling_rate=rate or 1.0)
+        return txlog, None, series, "txlog" if meta.log == "full" else "txlog sampled", None
+    except ParseError as e:
+        return None, None, [], None, f"unreadable pgbench log: {e}"
+
+
+def _progress_series(
+    host: str, stderr_text: str, source: Path, command: Mapping[str, Any]
+) -> tuple[list[SeriesPoint], str | None]:
+    """The ``-P`` lines as a series: epoch-stamped ones as they are, relative ones
+    placed from the wrapper's ``launched_at`` (pgbench's t=0 is a little later)."""
+    try:
+        points = pgbench.parse_progress(stderr_text, str(source))
+    except ParseError:
+        return [], None
+    if not points:
+        return [], None
+    launched = command.get("launched_at")
+    if not points[0].epoch and not isinstance(launched, _NUMBER):
+        return [], None
+    start = None if points[0].epoch else float(launched)
+    return stats.series_from_progress(host, points, start_epoch=start), "progress"
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _skew(starts: Mapping[str, float]) -> float | None:
+    return max(starts.values()) - min(starts.values()) if starts else None
+
+
+def gather_run(run_dir: Path | str) -> GatheredRun:
+    """Read one run folder (see the module doc) into a :class:`GatheredRun`."""
+    run_dir = Path(run_dir).absolute()
+    meta = read_meta(run_dir)
+    db_dir = run_dir / DB_DIR
+    db_facts, samples = read_database(db_dir)
+    device = read_device_facts(db_dir, meta.db_host)
+    clients = [gather_client(run_dir, host, meta) for host in meta.client_hosts]
+    results = tuple(c.result for c in clients)
+    status, reason = stats.run_status(results)
+
+    starts = {c.result.client: c.result.start for c in clients if c.result.start is not None}
+    sources = {c.result.client: c.start_source for c in clients if c.result.start is not None}
+    kinds = set(sources.values())
+    if len(kinds) == 1:
+        skew_source = START_SOURCES.get(kinds.pop() or "", "unknown")
+    else:
+        skew_source = "mixed: " + ", ".join(
+            f"{h}: {START_SOURCES.get(s or '', 'unknown')}" for h, s in sorted(sources.items())
+        )
+    launched = {
+        c.result.client: float(c.command["launched_at"])
+        for c in clients
+        if isinstance(c.command.get("launched_at"), _NUMBER)
+    }
+    commands = tuple(
+        f"{c.result.client}: {shlex.join(str(a) for a in c.command['argv'])}"
+        for c in clients
+        if isinstance(c.command.get("argv"), list)
+    )
+    ends = [
+        c.command["ended_at"] for c in clients if isinstance(c.command.get("ended_at"), _NUMBER)
+    ]
+    report = next((c.result.report for c in clients if c.result.report), {})
+    facts: dict[str, Any] = {
+        "cell_id": meta.cell_id,
+        "run_dir": str(run_dir),
+        "db_host": meta.db_host,
+        "client_hosts": list(meta.client_hosts),
+        "pgbench_options": dict(meta.pgbench),
+        "pgbench_version": report.get("pgbench_version"),
+        "server_version": report.get("server_version"),
+        "start_at": meta.start_at,
+        "controller_finished": meta.ended_at is not None,
+        "ansible_failures": [dict(f) for f in meta.ansible_failures],
+        "start_skew_s": _skew(starts),
+        "start_skew_source": skew_source if starts else None,
+        "client_starts": starts,
+        "launch_skew_s": _skew(launched),
+        "launched_at": launched,
+        "series_source": {c.result.client: c.start_source for c in clients},
+        "commands": {
+            c.result.client: c.command["argv"]
+            for c in clients
+            if isinstance(c.command.get("argv"), list)
+        },
+        "client_notes": {c.result.client: c.note for c in clients if c.note},
+        **db_facts,
+    }
+    raw = [RawOutput("run_json", str(meta.path))]
+    raw += [RawOutput("db_json", str(p), meta.db_host) for p in sorted(db_dir.glob("*.json"))]
+    record = RunRecord(
+        repetition=meta.repetition,
+        status=status,
+        clients=results,
+        reason=reason,
+        started_at=meta.started_at if meta.started_at is not None else meta.start_at,
+        ended_at=meta.ended_at if meta.ended_at is not None else (max(ends) if ends else None),
+        commands=commands,
+        series=tuple(p for c in clients for p in c.series),
+        raw_outputs=tuple(raw) + tuple(r for c in clients for r in c.raw),
+        samples=tuple(samples),
+        facts=facts,
+    )
+    return GatheredRun(run_dir, meta.scenario, meta.cell, record, tuple(device), meta.cell_id)
+
+
+def record(store: Store, gathered: GatheredRun) -> int:
+    """Store a gathered run (scenario and cell created if new); an earlier gathering
+    of the same repetition is replaced, with its device facts. Returns the run id."""
+    sid = store.add_scenario(gathered.scenario)
+    cid = store.add_cell(sid, gathered.cell)
+    return store.record_run(
+        cid,
+        gathered.run,
+        replace=True,
+        scoped_facts=[(f.scope, f.host, f.facts) for f in gathered.facts],
+    )
+
+
+def record_run_dir(store: Store, run_dir: Path | str) -> int:
+    """Gather ``run_dir`` and store it: idempotent, a partial or failed run is stored
+    as such. Returns the run id."""
+    return record(store, gather_run(run_dir))
+
+
+def find_run_dirs(paths: Sequence[Path | str]) -> list[Path]:
+    """Each path that is a run folder, or, for a folder holding none itself, every
+    run folder below it (``runs/<scenario>`` -> its ``<cell>/rep-N``), sorted."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if (p / RUN_JSON).exists() or not p.is_dir():
+            out.append(p)
+            continue
+        below = sorted(f.parent for f in p.rglob(RUN_JSON))
+        out += below or [p]
+    return out

@@ -1,0 +1,66 @@
+"""``drivelab gather RUN_DIR [RUN_DIR...] [--db PATH]``: store fetched run folders.
+
+Each RUN_DIR is a run folder (``runs/<scenario>/<cell_id>/rep-N``) or a folder above
+some (``runs/<scenario>``). Every run is stored (again: gathering twice replaces)
+and gets one line: cell, repetition, status, aggregate tps. A folder that is not a
+run folder gets one ``drivelab: ...`` line on stderr; the others are still stored,
+and the exit status is then 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from collector.errors import DrivelabError
+from collector.paths import results_dir
+
+
+def summary_line(gathered) -> str:
+    """``two-client/nvme-ext4-...-tpcb rep 0: complete, 7,961.3 tps (window)``."""
+    rs = gathered.stats()
+    status = rs.status.value + (f" ({rs.reason})" if rs.reason else "")
+    reported = [c.tps for c in gathered.run.clients if c.tps is not None]
+    if rs.tps is None and reported:
+        n = len(gathered.run.clients)
+        tps = f"{sum(reported):,.1f} tps (pgbench sum of {len(reported)} of {n} clients)"
+    elif rs.tps is None:
+        tps = "no tps"
+    else:
+        tps = f"{rs.tps:,.1f} tps " + ("(window)" if rs.windowed else "(pgbench sum)")
+    return f"{gathered.scenario}/{gathered.cell_id} rep {gathered.run.repetition}: {status}, {tps}"
+
+
+def cmd_gather(args: argparse.Namespace) -> int:
+    from collector import gather  # noqa: PLC0415  (keep --help fast: numpy, scipy)
+    from collector.store import Store  # noqa: PLC0415
+
+    db = args.db if args.db is not None else results_dir() / "drivelab.db"
+    errors = 0
+    with Store.open(db) as store:
+        for run_dir in gather.find_run_dirs(args.run_dirs):
+            try:
+                gathered = gather.gather_run(run_dir)
+                gather.record(store, gathered)
+            except DrivelabError as err:
+                errors += 1
+                print(f"drivelab: {err}", file=sys.stderr)
+                continue
+            print(summary_line(gathered), flush=True)
+    return 2 if errors else 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Adds ``gather``."""
+    p = sub.add_parser("gather", help="store fetched run folders in the results store")
+    p.add_argument(
+        "run_dirs",
+        nargs="+",
+        type=Path,
+        metavar="RUN_DIR",
+        help="runs/<scenario>/<cell>/rep-N, or a folder above run folders",
+    )
+    p.add_argument(
+        "--db", type=Path, default=None, help="results store (default results/drivelab.db)"
+    )
+    p.set_defaults(func=cmd_gather)
