@@ -5,8 +5,10 @@ every figure), ``compare`` (two scenarios or two drives, Welch's t-test)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from collector import stats
 from collector.errors import DrivelabError
@@ -15,6 +17,16 @@ from collector.store import Fact, ScenarioInfo, Store
 
 TELEMETRY_PREFIX = "drivelab_device_"
 PRETEST_PREFIXES = ("drivelab_fio_", "drivelab_fsync_")
+#: run facts (``drivelab gather``, from db/database.json) a report shows for each cell
+DATABASE_KEYS = (
+    "wal_placement",
+    "db_memory_bytes",
+    "db_memory_source",
+    "db_sizes_bytes",
+    "db_init_seconds",
+    "db_caps_lifted",
+    "postgresql_version",
+)
 
 
 @dataclass(frozen=True)
@@ -28,6 +40,10 @@ class CellView:
     series_run: int | None
     window: tuple[float, float] | None
     histogram: LatencyHistogram | None
+    #: distinct database warnings of its runs ("fits in RAM: measures RAM, not the drive")
+    warnings: tuple[str, ...] = ()
+    #: :data:`DATABASE_KEYS` facts of its latest run that has them
+    database: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def drive(self) -> str:
@@ -70,10 +86,18 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
     base = baseline or info.baseline_drive or (drives[0] if drives else None)
     if base not in drives:
         base = drives[0] if drives else None
+    facts = store.facts(info.id)
+    run_facts: dict[int, dict[str, Any]] = defaultdict(dict)
+    for f in facts:
+        if f.scope == "run" and f.run_id is not None:
+            run_facts[f.run_id][f.key] = f.value
     built: list[
         tuple[stats.CellStats, tuple, int | None, tuple | None, LatencyHistogram | None]
     ] = []
+    notes: list[tuple[tuple[str, ...], Mapping[str, Any]]] = []
     for cell_id, spec in cells:
+        warnings: dict[str, None] = {}
+        database: dict[str, Any] = {}
         runs = []
         example: tuple[SeriesPoint, ...] = ()
         example_run = None
@@ -91,22 +115,29 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
                 run_id=run.id,
             )
             runs.append(rs)
+            rf = run_facts.get(run.id, {})
+            if rf.get("db_warning"):
+                warnings[str(rf["db_warning"])] = None
+            database = {k: rf[k] for k in DATABASE_KEYS if k in rf} or database
             if run.status == RunStatus.COMPLETE:
                 hists += [c.histogram for c in clients if c.histogram is not None]
                 if example_run is None and series:
                     example, example_run, example_window = tuple(series), run.repetition, rs.window
         cs = stats.cell_stats(spec, runs, cell_id)
         built.append((cs, example, example_run, example_window, stats.merge_histograms(hists)))
+        notes.append((tuple(warnings), database))
     by_test = {(cs.spec.test, cs.spec.drive): cs for cs, *_ in built}
     views = []
-    for cs, example, example_run, window, hist in built:
+    for (cs, example, example_run, window, hist), (warns, db) in zip(built, notes, strict=True):
         ref = by_test.get((cs.spec.test, base))
         r = None
         if ref is not None and ref is not cs:
             r = stats.ratio(cs.tps_values, ref.tps_values)
         elif ref is cs and cs.tps_values:
             r = stats.Ratio(1.0, 1.0, 1.0)
-        views.append(CellView(cs, r, cs.spec.drive == base, example, example_run, window, hist))
+        views.append(
+            CellView(cs, r, cs.spec.drive == base, example, example_run, window, hist, warns, db)
+        )
     return ScenarioView(
         info=info,
         baseline=base,
@@ -115,7 +146,7 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
         pretests=tuple(
             s for p in PRETEST_PREFIXES for s in store.samples(info.id, metric_prefix=p)
         ),
-        facts=tuple(store.facts(info.id)),
+        facts=tuple(facts),
         drives=drives,
     )
 
@@ -190,6 +221,8 @@ def cell_rows(view: ScenarioView) -> list[dict]:
                 "runs_complete": cs.complete,
                 "runs_partial": cs.partial,
                 "runs_failed": cs.failed,
+                "db_warning": "; ".join(cv.warnings) or None,
+                "wal_placement": cv.database.get("wal_placement"),
             }
         )
     return rows

@@ -26,6 +26,7 @@ from collector.report import (
     fmt_runs,
     fmt_tps,
 )
+from collector.units import human_size
 
 mpl.rcParams["svg.fonttype"] = "path"
 mpl.rcParams["svg.hashsalt"] = "drivelab"
@@ -36,6 +37,7 @@ h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.8em 0}td,th{border:1px solid #ccc;padding:.3em .6em}
 th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .partial{color:#a60}.failed{color:#b00}.note{color:#555;font-size:.9em}
+.warn{color:#b00;font-weight:bold}
 figure{margin:1em 0}svg{max-width:100%;height:auto}
 """
 
@@ -173,6 +175,39 @@ def _table(headers: list[str], rows: list[list[str]], num_from: int = 2) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
+def _database_table(view: ScenarioView) -> str:
+    """Per cell, from its latest gathered run: WAL placement, DB memory, dataset size,
+    init time, whether the IOPS caps were lifted for init, PostgreSQL version."""
+    rows = []
+    for cv in view.cells:
+        db = cv.database
+        if not db:
+            continue
+        sizes = db.get("db_sizes_bytes") or {}
+        memory = db.get("db_memory_bytes")
+        init = db.get("db_init_seconds") or {}
+        lifted = db.get("db_caps_lifted")
+        rows.append(
+            [
+                cv.drive,
+                cv.test,
+                str(db.get("wal_placement") or "-"),
+                "-"
+                if memory is None
+                else human_size(memory)
+                + (f" ({db['db_memory_source']})" if db.get("db_memory_source") else ""),
+                human_size(sum(sizes.values())) if sizes else "-",
+                f"{max(init.values()):.1f}" if init else "-",
+                "-" if lifted is None else ("yes" if lifted else "no"),
+                str(db.get("postgresql_version") or "-"),
+            ]
+        )
+    if not rows:
+        return ""
+    head = ["drive", "test", "WAL", "DB memory", "datasets", "init s (max)", "caps lifted"]
+    return _table([*head, "PostgreSQL"], rows)
+
+
 def render(views: list[ScenarioView], now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
     parts = [
@@ -215,6 +250,15 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
                 rows,
             )
         )
+        parts += [
+            f"<p class=warn>warning: {html.escape(f'{cv.drive} {cv.test}: {w}')}</p>"
+            for cv in view.cells
+            for w in cv.warnings
+        ]
+        database = _database_table(view)
+        if database:
+            parts.append("<h3>Database</h3>")
+            parts.append(database)
         parts.append(f"<figure>{plot_tps(view)}</figure>")
         runs = []
         for cv in view.cells:
@@ -288,15 +332,13 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
                     ],
                 )
             )
-        if view.facts:
+        # run facts are per run (the Database table shows them); device facts repeat per run
+        env = dict.fromkeys(
+            (f.scope, f.host or "", f.key, str(f.value)) for f in view.facts if f.scope != "run"
+        )
+        if env:
             parts.append("<h3>Environment and device facts</h3>")
-            parts.append(
-                _table(
-                    ["scope", "host", "key", "value"],
-                    [[f.scope, f.host or "", f.key, str(f.value)] for f in view.facts],
-                    num_from=99,
-                )
-            )
+            parts.append(_table(["scope", "host", "key", "value"], [list(r) for r in env], 99))
     parts.append("</body></html>")
     return "\n".join(parts)
 

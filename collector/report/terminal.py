@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from collector.records import RunStatus
@@ -56,9 +57,16 @@ def notes(view: ScenarioView) -> list[str]:
     return out
 
 
+def warnings(view: ScenarioView) -> list[str]:
+    """One line per cell whose runs carry a database warning (fits in RAM)."""
+    return [f"{cv.drive} {cv.test}: {w}" for cv in view.cells for w in cv.warnings]
+
+
 def publish(views: list[ScenarioView], console: Console | None = None) -> None:
     console = console or Console()
     for view in views:
         console.print(table(view))
         for line in notes(view):
             console.print(f"  [yellow]note[/yellow] {line}", highlight=False)
+        for line in warnings(view):
+            console.print(f"  [bold red]warning[/bold red] {escape(line)}", highlight=False)

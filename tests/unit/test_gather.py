@@ -1,0 +1,706 @@
+"""``collector.gather`` and ``drivelab gather``: run folders built in tmp_path from the
+real captured pgbench outputs in tests/data/pgbench, laid out as the pgbench playbook
+fetches them (run.json, db/, one folder per client host)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from collector import cli, gather
+from collector.errors import DrivelabError
+from collector.records import RunStatus
+from collector.report import html, load
+from collector.store import Store
+from tests.conftest import DATA
+
+PG = DATA / "pgbench"
+
+
+def _tps_line(fixture: str) -> float:
+    """The figure on the ``tps = ...`` line pgbench printed, read without the parser."""
+    (m,) = re.findall(r"^tps = ([\d.]+) ", (PG / f"{fixture}.stdout").read_text(), re.M)
+    return float(m)
+
+
+RUN1_TPS = _tps_line("pgbench_run1_log")  # 3929.690542
+RUN2_TPS = _tps_line("pgbench_run2_agg")
+RUN8_TPS = _tps_line("pgbench_run8_sampling")
+RUN9_TPS = _tps_line("pgbench_run9_progress_timestamp")
+ABORTED_TPS = _tps_line("pgbench_fail_aborted_clients")
+SKEW = 0.25  # client2's logs are shifted this much later than client1's
+START_AT = 1795234360.0
+WARNING = (
+    "datasets (660 MB) fit in twice the DB host's memory: this run measures RAM, not the drive"
+)
+
+
+def _shift_txlog(text: str, seconds: float) -> str:
+    """Per-transaction log rows with their epoch (time_epoch, time_us) moved by ``seconds``."""
+    out = []
+    for line in text.splitlines():
+        p = line.split()
+        us = int(p[4]) * 1_000_000 + int(p[5]) + round(seconds * 1e6)
+        p[4], p[5] = str(us // 1_000_000), str(us % 1_000_000)
+        out.append(" ".join(p))
+    return "\n".join(out) + "\n"
+
+
+def _shift_agglog(text: str, seconds: int) -> str:
+    return "".join(
+        " ".join([str(int(p[0]) + seconds), *p[1:]]) + "\n"
+        for p in (line.split() for line in text.splitlines() if line.strip())
+    )
+
+
+def _logs_run1(shift: float, copies: int = 30) -> dict[str, str]:
+    """run1's two 20-row log heads, each repeated every 0.1 s for ``copies`` times (a
+    3 s run, so that the clients overlap), then moved by ``shift``."""
+    out = {}
+    for suffix in ("", ".1"):
+        head = (PG / f"run1_log__pgbench_log.9435{suffix}.head20.txt").read_text()
+        out[f"pgbench_log.9435{suffix}"] = "".join(
+            _shift_txlog(head, shift + 0.1 * k) for k in range(copies)
+        )
+    return out
+
+
+def _logs_run2(shift: float) -> dict[str, str]:
+    return {
+        p.name: _shift_agglog(p.read_text(), int(shift))
+        for p in (PG / "run2_agg_full_logs").iterdir()
+    }
+
+
+def _logs_run8(shift: float) -> dict[str, str]:
+    return {
+        p.name.replace("samp.", "pgbench_log."): _shift_txlog(p.read_text(), shift)
+        for p in (PG / "run8_sampling_full_logs").iterdir()
+    }
+
+
+@dataclass
+class Client:
+    """What one client host's folder holds: a fixture's stdout/stderr/rc, log files."""
+
+    fixture: str = "pgbench_run1_log"
+    logs: dict[str, str] = field(default_factory=dict)
+    rc: str | None = (
+        "fixture"  # "fixture": the fixture's .rc (rc=0 if it has none); None: no rc.txt
+    )
+    command: bool = True
+    launched_delay: float = 0.0
+
+
+def make_run(
+    root: Path,
+    clients: dict[str, Client | None],
+    *,
+    log: str = "full",
+    database: dict | None = None,
+    run_extra: dict | None = None,
+    rep: int = 0,
+    failures: list[dict] | None = None,
+) -> Path:
+    """A run folder as the pgbench playbook leaves it. A client mapped to None is in
+    client_hosts but has no folder (it never answered)."""
+    run_dir = root / "runs" / "two-client" / "nvme-ext4-tablespace-s20-c2-tpcb" / f"rep-{rep}"
+    run_dir.mkdir(parents=True)
+    doc = {
+        "scenario": "two-client",
+        "cell_id": "nvme-ext4-tablespace-s20-c2-tpcb",
+        "cell": {
+            "drive": "nvme",
+            "workload": "tpcb",
+            "filesystem": "ext4",
+            "placement": "tablespace",
+            "scale": 20,
+            "clients": 2,
+            "params": {"clients_per_host": 4, "threads": 2, "duration": 15},
+        },
+        "repetition": rep,
+        "db_host": "dbhost",
+        "client_hosts": list(clients),
+        "pgbench": {
+            "clients_per_host": 4,
+            "threads": 2,
+            "duration": 15,
+            "transactions": None,
+            "mode": "tpcb",
+            "rate": None,
+            "log": log,
+            "sampling_rate": 0.01 if log == "sampled" else None,
+            "aggregate_interval": 1 if log == "aggregate" else None,
+            "progress": 1,
+        },
+        "start_at": START_AT,
+        "started_at": START_AT - 4,
+        "ended_at": START_AT + 22,
+        "ansible_failures": failures or [],
+        **(run_extra or {}),
+    }
+    (run_dir / "run.json").write_text(json.dumps(doc), encoding="utf-8")
+    db = run_dir / "db"
+    db.mkdir()
+    (db / "database.json").write_text(
+        json.dumps(
+            database
+            if database is not None
+            else {
+                "sizes": {"drivelab_client1": 330000000, "drivelab_client2": 330000000},
+                "memory_bytes": 536870912,
+                "memory_source": "cgroup",
+                "warning": WARNING,
+                "init": {
+                    "client1": {"seconds": 2.4, "scale": 20, "caps_lifted": True},
+                    "client2": {"seconds": 2.6, "scale": 20, "caps_lifted": True},
+                },
+                "postgresql": {"version": "15.18", "settings": {"shared_buffers": "128MB"}},
+                "wal": "system disk",
+            }
+        ),
+        encoding="utf-8",
+    )
+    (db / "dbhost-nvme.json").write_text(
+        json.dumps({"filesystem": "nvme", "fs": "ext4", "drives": [{"device": "/dev/loop3"}]}),
+        encoding="utf-8",
+    )
+    for host, c in clients.items():
+        if c is None:
+            continue
+        d = run_dir / host
+        d.mkdir()
+        for stream in ("stdout", "stderr"):
+            src = PG / f"{c.fixture}.{stream}"
+            (d / f"{stream}.txt").write_text(src.read_text() if src.exists() else "")
+        if c.rc == "fixture":
+            rc = PG / f"{c.fixture}.rc"
+            (d / "rc.txt").write_text(rc.read_text() if rc.exists() else "rc=0\n")
+        elif c.rc is not None:
+            (d / "rc.txt").write_text(c.rc)
+        if c.command:
+            argv = [
+                "pgbench",
+                "-h",
+                "10.213.0.2",
+                "-c",
+                "4",
+                "-j",
+                "2",
+                "-T",
+                "15",
+                "drivelab_" + host,
+            ]
+            (d / "command.json").write_text(
+                json.dumps(
+                    {
+                        "argv": argv,
+                        "start_at": START_AT,
+                        "launched_at": START_AT + 0.001 + c.launched_delay,
+                        "ended_at": START_AT + 16,
+                        "pid": 9435,
+                    }
+                )
+            )
+        for name, text in c.logs.items():
+            (d / name).write_text(text)
+    return run_dir
+
+
+def two(log_maker=_logs_run1, fixture="pgbench_run1_log") -> dict[str, Client]:
+    return {
+        "client1": Client(fixture, log_maker(0.0)),
+        "client2": Client(fixture, log_maker(SKEW if log_maker is not _logs_run2 else 1)),
+    }
+
+
+# --------------------------------------------------------------------------- figures
+
+
+@dataclass(frozen=True)
+class Case:
+    clients: dict[str, Client | None]
+    log: str
+    status: RunStatus
+    reason: str | None
+    tps: dict[str, float | None]
+    skew: float | None = None
+    skew_source: str | None = None
+    series_source: str | None = None
+    failures: list[dict] | None = None
+
+
+CASES = {
+    "full logs: complete, skew from first transactions": Case(
+        two(),
+        "full",
+        RunStatus.COMPLETE,
+        None,
+        {"client1": RUN1_TPS, "client2": RUN1_TPS},
+        skew=SKEW,
+        skew_source="first transaction (per-transaction log)",
+        series_source="txlog",
+    ),
+    "aggregate logs: complete, skew from first intervals": Case(
+        two(_logs_run2, "pgbench_run2_agg"),
+        "aggregate",
+        RunStatus.COMPLETE,
+        None,
+        {"client1": RUN2_TPS, "client2": RUN2_TPS},
+        skew=1.0,
+        skew_source="first aggregate interval (interval-aligned)",
+        series_source="agglog",
+    ),
+    "sampled logs: complete, skew an estimate": Case(
+        two(_logs_run8, "pgbench_run8_sampling"),
+        "sampled",
+        RunStatus.COMPLETE,
+        None,
+        {"client1": RUN8_TPS, "client2": RUN8_TPS},
+        skew=SKEW,
+        skew_source="first sampled transaction (sampled log: an estimate)",
+        series_source="txlog sampled",
+    ),
+    "no logs: series from timestamped progress": Case(
+        {
+            "client1": Client("pgbench_run9_progress_timestamp"),
+            "client2": Client("pgbench_run9_progress_timestamp"),
+        },
+        "none",
+        RunStatus.COMPLETE,
+        None,
+        {"client1": RUN9_TPS, "client2": RUN9_TPS},
+        skew=0.0,
+        skew_source="first progress interval (-P)",
+        series_source="progress",
+    ),
+    "one client aborted: partial": Case(
+        {
+            "client1": Client("pgbench_run1_log", _logs_run1(0.0)),
+            "client2": Client("pgbench_fail_aborted_clients", _logs_run1(SKEW)),
+        },
+        "full",
+        RunStatus.PARTIAL,
+        "client2: client 0 aborted in command 5 (SQL) of script 0; "
+        "perhaps the backend died while processing",
+        {"client1": RUN1_TPS, "client2": ABORTED_TPS},
+        skew=SKEW,
+    ),
+    "client folder missing: partial": Case(
+        {"client1": Client("pgbench_run1_log", _logs_run1(0.0)), "client2": None},
+        "full",
+        RunStatus.PARTIAL,
+        "client2: no output fetched from client2",
+        {"client1": RUN1_TPS, "client2": None},
+        skew=0.0,
+    ),
+    "client folder missing, ansible says why: partial": Case(
+        {"client1": Client("pgbench_run1_log", _logs_run1(0.0)), "client2": None},
+        "full",
+        RunStatus.PARTIAL,
+        "client2: no output fetched from client2 (ansible task 'Run pgbench at the agreed "
+        "instant' failed: Failed to connect to the host via ssh: Connection timed out)",
+        {"client1": RUN1_TPS, "client2": None},
+        failures=[
+            {
+                "host": "client2",
+                "task": "Run pgbench at the agreed instant",
+                "msg": "Failed to connect to the host via ssh:\n  Connection timed out",
+            }
+        ],
+    ),
+    "no rc.txt (pgbench never finished): partial": Case(
+        {
+            "client1": Client("pgbench_run1_log", _logs_run1(0.0)),
+            "client2": Client("pgbench_run1_log", rc=None, command=False),
+        },
+        "full",
+        RunStatus.PARTIAL,
+        "client2: no exit code fetched from client2 (rc.txt missing)",
+        {"client1": RUN1_TPS, "client2": None},
+    ),
+    "every client failed: failed, reason from stderr": Case(
+        {
+            "client1": Client("pgbench_fail_wrong_port"),
+            "client2": Client("pgbench_fail_too_many_clients"),
+        },
+        "full",
+        RunStatus.FAILED,
+        'client1: connection to server at "127.0.0.1", port 54399 failed: Connection refused',
+        {"client1": None, "client2": None},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_gathered_figures(tmp_path, case):
+    run_dir = make_run(tmp_path, case.clients, log=case.log, failures=case.failures)
+    db = tmp_path / "drivelab.db"
+    with Store.open(db) as store:
+        run_id = gather.record_run_dir(store, run_dir)
+        info = store.scenario("two-client")
+        ((cell_id, spec),) = store.cells(info.id)
+        (run,) = store.runs(cell_id)
+        clients = {c.client: c for c in store.client_results(run_id)}
+        facts = {f.key: f.value for f in store.facts(info.id, run_id) if f.scope == "run"}
+        series = store.series(run_id)
+    assert run.id == run_id and run.repetition == 0
+    assert (run.status, run.reason) == (case.status, case.reason)
+    assert spec.drive == "nvme" and spec.scale == 20 and spec.clients == 2
+    assert spec.params == {"clients_per_host": 4, "threads": 2, "duration": 15}
+    assert set(clients) == set(case.tps)
+    for host, tps in case.tps.items():
+        if tps is None:
+            assert clients[host].tps is None and clients[host].status == RunStatus.FAILED
+        else:  # pgbench's own figure, unchanged (the fidelity test allows 0.1 %)
+            assert clients[host].tps == pytest.approx(tps, rel=1e-9)
+            assert clients[host].latency_avg_s is not None
+    if case.skew is not None:
+        assert facts["start_skew_s"] == pytest.approx(case.skew, abs=1e-6)
+    if case.skew_source is not None:
+        assert facts["start_skew_source"] == case.skew_source
+    if case.series_source is not None:
+        assert {p.source.split(" 0")[0] for p in series} == {
+            case.series_source.replace("txlog sampled", "txlog sampled")
+        }
+        assert {p.client for p in series} == set(case.tps)
+    assert facts["cell_id"] == "nvme-ext4-tablespace-s20-c2-tpcb"
+
+
+def test_full_logs_give_percentiles_and_a_windowed_tps(tmp_path):
+    g = gather.gather_run(make_run(tmp_path, two()))
+    c1 = g.run.clients[0]
+    assert c1.latency_p50_s <= c1.latency_p95_s <= c1.latency_p99_s <= c1.latency_max_s
+    assert c1.failed == 0 and c1.exit_code == 0
+    assert c1.start == pytest.approx(1795234360.636219 - 0.001285)  # first row: end - latency
+    rs = g.stats()
+    assert rs.windowed and rs.start_skew_s == pytest.approx(SKEW, abs=1e-6)
+    assert rs.tps_reported_sum == pytest.approx(2 * RUN1_TPS)
+    assert g.run.commands[0].startswith("client1: pgbench -h 10.213.0.2 -c 4")
+    kinds = {(r.host, r.kind) for r in g.run.raw_outputs}
+    assert {("client1", "txlog"), ("client2", "stdout"), ("client2", "rc")} <= kinds
+    assert (None, "run_json") in kinds and ("dbhost", "db_json") in kinds
+    assert all(Path(r.path).is_file() for r in g.run.raw_outputs)
+    assert g.run.started_at == START_AT - 4 and g.run.ended_at == START_AT + 22
+
+
+def test_launch_skew_from_command_json(tmp_path):
+    clients = two()
+    clients["client2"].launched_delay = 0.004
+    g = gather.gather_run(make_run(tmp_path, clients))
+    assert g.run.facts["launch_skew_s"] == pytest.approx(0.004, abs=1e-6)
+
+
+def test_database_and_device_facts_are_stored(tmp_path):
+    db = tmp_path / "d.db"
+    with Store.open(db) as store:
+        run_id = gather.record_run_dir(store, make_run(tmp_path, two()))
+        sid = store.scenario("two-client").id
+        facts = store.facts(sid, run_id)
+        samples = store.samples(sid, run_id, "drivelab_db_")
+    run = {f.key: f.value for f in facts if f.scope == "run"}
+    assert run["db_warning"] == WARNING
+    assert run["wal_placement"] == "system disk"
+    assert run["db_memory_bytes"] == 536870912 and run["db_memory_source"] == "cgroup"
+    assert run["db_sizes_bytes"] == {"drivelab_client1": 330000000, "drivelab_client2": 330000000}
+    assert run["db_init_seconds"] == {"client1": 2.4, "client2": 2.6}
+    assert run["db_caps_lifted"] is True
+    assert run["postgresql_version"] == "15.18"
+    assert run["postgresql_settings"] == {"shared_buffers": "128MB"}
+    assert run["pgbench_version"] == "15.18 (Debian 15.18-0+deb12u1)"
+    device = [f for f in facts if f.scope == "device"]
+    assert [(f.host, f.key, f.value["fs"]) for f in device] == [("dbhost", "nvme", "ext4")]
+    assert {(s.metric, s.labels.get("client", "")) for s in samples} >= {
+        ("drivelab_db_memory_bytes", ""),
+        ("drivelab_db_init_seconds", "client2"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"ended_at": None, "ansible_failures": None}, START_AT + 16),  # controller died
+        ({}, START_AT + 22),
+    ],
+    ids=["no ended_at: the clients' last end", "ended_at from run.json"],
+)
+def test_missing_ended_at(tmp_path, extra, expected):
+    run_dir = make_run(tmp_path, two())
+    doc = json.loads((run_dir / "run.json").read_text())
+    for k, v in extra.items():
+        if v is None:
+            doc.pop(k)
+    (run_dir / "run.json").write_text(json.dumps(doc))
+    g = gather.gather_run(run_dir)
+    assert g.run.ended_at == expected
+    assert g.run.facts["controller_finished"] is (expected == START_AT + 22)
+
+
+def test_extra_cell_keys_go_into_params(tmp_path):
+    run_dir = make_run(tmp_path, two())
+    doc = json.loads((run_dir / "run.json").read_text())
+    doc["cell"]["fillfactor"] = 90
+    (run_dir / "run.json").write_text(json.dumps(doc))
+    assert gather.gather_run(run_dir).cell.params["fillfactor"] == 90
+
+
+def test_unreadable_log_after_a_clean_exit_makes_the_client_partial(tmp_path):
+    clients = two()
+    clients["client2"].logs["pgbench_log.9435"] += "1 2 3\n"
+    g = gather.gather_run(make_run(tmp_path, clients))
+    c2 = g.run.clients[1]
+    assert c2.status == RunStatus.PARTIAL and c2.tps == RUN1_TPS
+    assert c2.reason.startswith("unreadable pgbench log: ") and "pgbench_log.9435:601:" in c2.reason
+    assert g.run.status == RunStatus.PARTIAL
+
+
+def test_logs_of_two_pgbench_processes_pick_the_pid_of_command_json(tmp_path):
+    clients = two()
+    clients["client1"].logs["pgbench_log.777"] = "garbage\n"
+    g = gather.gather_run(make_run(tmp_path, clients))
+    assert g.run.status == RunStatus.COMPLETE
+    (
+        tmp_path / "runs/two-client/nvme-ext4-tablespace-s20-c2-tpcb/rep-0/client1/command.json"
+    ).write_text("{}")
+    with pytest.raises(
+        DrivelabError, match=r"client1: logs of 2 pgbench processes \(pids 777, 9435\)"
+    ):
+        gather.gather_run(tmp_path / "runs/two-client/nvme-ext4-tablespace-s20-c2-tpcb/rep-0")
+
+
+# --------------------------------------------------------------------------- idempotence
+
+
+def _counts(db: Path) -> dict[str, int]:
+    with sqlite3.connect(db) as conn:
+        return {
+            t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # noqa: S608
+            for t in (
+                "scenarios",
+                "cells",
+                "runs",
+                "client_results",
+                "series",
+                "facts",
+                "samples",
+                "raw_outputs",
+            )
+        }
+
+
+def test_gathering_twice_replaces(tmp_path):
+    run_dir = make_run(tmp_path, two())
+    db = tmp_path / "d.db"
+    with Store.open(db) as store:
+        gather.record_run_dir(store, run_dir)
+    once = _counts(db)
+    with Store.open(db) as store:
+        second = gather.record_run_dir(store, run_dir)
+        ((cell_id, _),) = store.cells(store.scenario("two-client").id)
+        assert [r.id for r in store.runs(cell_id)] == [second]
+    assert _counts(db) == once and once["runs"] == 1 and once["facts"] > 10
+
+
+def test_a_rerun_that_now_fails_replaces_the_complete_one(tmp_path):
+    db = tmp_path / "d.db"
+    with Store.open(db) as store:
+        gather.record_run_dir(store, make_run(tmp_path / "a", two()))
+        gather.record_run_dir(
+            store,
+            make_run(
+                tmp_path / "b", {"client1": Client("pgbench_fail_wrong_port"), "client2": None}
+            ),
+        )
+        ((cell_id, _),) = store.cells(store.scenario("two-client").id)
+        (run,) = store.runs(cell_id)
+    assert run.status == RunStatus.FAILED
+
+
+# --------------------------------------------------------------------------- malformed
+
+
+def _rewrite(run_dir: Path, name: str, text: str | None) -> None:
+    path = run_dir / name
+    if text is None:
+        path.unlink()
+    else:
+        path.write_text(text)
+
+
+def _without(key: str) -> str:
+    doc = json.loads(_template_run_json())
+    parts = key.split(".")
+    target = doc
+    for p in parts[:-1]:
+        target = target[p]
+    del target[parts[-1]]
+    return json.dumps(doc)
+
+
+def _with(key: str, value) -> str:
+    doc = json.loads(_template_run_json())
+    parts = key.split(".")
+    target = doc
+    for p in parts[:-1]:
+        target = target[p]
+    target[parts[-1]] = value
+    return json.dumps(doc)
+
+
+_TEMPLATE: dict[str, str] = {}
+
+
+def _template_run_json() -> str:
+    return _TEMPLATE["run.json"]
+
+
+MALFORMED = {
+    "no run.json": ("run.json", None, "run.json: missing (not a run folder?)"),
+    "run.json not JSON": ("run.json", "{scenario: two", "run.json: not JSON (line 1 column 2:"),
+    "run.json a list": ("run.json", "[]", "run.json: the file must be a JSON object, not a list"),
+    "no scenario": ("run.json", lambda: _without("scenario"), "run.json: missing key 'scenario'"),
+    "no cell.drive": (
+        "run.json",
+        lambda: _without("cell.drive"),
+        "run.json: missing key 'cell.drive'",
+    ),
+    "no client_hosts": (
+        "run.json",
+        lambda: _without("client_hosts"),
+        "run.json: missing key 'client_hosts'",
+    ),
+    "no pgbench.log": (
+        "run.json",
+        lambda: _without("pgbench.log"),
+        "run.json: missing key 'pgbench.log'",
+    ),
+    "repetition a string": (
+        "run.json",
+        lambda: _with("repetition", "0"),
+        "run.json: 'repetition' must be an integer, not a string \"0\"",
+    ),
+    "repetition true": (
+        "run.json",
+        lambda: _with("repetition", True),
+        "'repetition' must be an integer",
+    ),
+    "unknown log mode": (
+        "run.json",
+        lambda: _with("pgbench.log", "verbose"),
+        "run.json: 'pgbench.log' must be one of full, sampled, aggregate, none, not 'verbose'",
+    ),
+    "empty client_hosts": (
+        "run.json",
+        lambda: _with("client_hosts", []),
+        "'client_hosts' must be a non-empty list",
+    ),
+    "sampled without a rate": (
+        "run.json",
+        lambda: _with("pgbench.log", "sampled"),
+        "'pgbench.sampling_rate' must be in (0, 1] when log is 'sampled'",
+    ),
+    "database.json not JSON": ("db/database.json", "{", "db/database.json: not JSON (line 1"),
+    "database.json init not an object": (
+        "db/database.json",
+        '{"init": {"client1": 2.4}}',
+        "db/database.json: 'init.client1' must be a JSON object, not a number",
+    ),
+    "device facts not JSON": ("db/dbhost-nvme.json", "model: x", "db/dbhost-nvme.json: not JSON"),
+    "rc.txt garbage": (
+        "client1/rc.txt",
+        "exit zero",
+        "client1/rc.txt:1: not an exit code: 'exit zero'",
+    ),
+    "command.json not JSON": ("client2/command.json", "{'argv'", "client2/command.json: not JSON"),
+}
+
+
+@pytest.mark.parametrize(("name", "text", "message"), MALFORMED.values(), ids=MALFORMED.keys())
+def test_malformed_folder_is_one_line_naming_the_file(tmp_path, name, text, message):
+    run_dir = make_run(tmp_path, two())
+    _TEMPLATE["run.json"] = (run_dir / "run.json").read_text()
+    _rewrite(run_dir, name, text() if callable(text) else text)
+    with pytest.raises(DrivelabError) as err:
+        gather.gather_run(run_dir)
+    text_ = str(err.value)
+    assert "\n" not in text_
+    assert text_.startswith(str(run_dir / name)), text_
+    assert message in text_
+
+
+def test_not_a_folder(tmp_path):
+    with pytest.raises(DrivelabError, match=r"nope: no such run folder$"):
+        gather.gather_run(tmp_path / "nope")
+
+
+# --------------------------------------------------------------------------- CLI and report
+
+
+@pytest.fixture
+def wide(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def test_gather_then_report(tmp_path, capsys, wide):
+    run_dir = make_run(tmp_path, two())
+    db = tmp_path / "d.db"
+    assert cli.main(["gather", str(run_dir), "--db", str(db)]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1
+    assert out[0].startswith("two-client/nvme-ext4-tablespace-s20-c2-tpcb rep 0: complete, ")
+    assert out[0].endswith(" tps (window)")
+    assert cli.main(["report", "--db", str(db)]) == 0
+    report = capsys.readouterr().out
+    row = next(line for line in report.splitlines() if "│ nvme" in line)
+    assert "tpcb ext4 tablespace s20 2cl" in row and f"{2 * RUN1_TPS:,.1f}" in row
+    flat = " ".join(report.split())
+    assert (
+        f"warning nvme tpcb ext4 tablespace s20 2cl clients_per_host=4 duration=15 threads=2: {WARNING}"
+        in flat
+    )
+
+
+def test_gather_a_scenario_folder_and_a_bad_one(tmp_path, capsys):
+    make_run(tmp_path, two(), rep=0)
+    bad = make_run(tmp_path, two(), rep=1)
+    (bad / "run.json").write_text("{")
+    make_run(
+        tmp_path, {"client1": Client("pgbench_run1_log", _logs_run1(0.0)), "client2": None}, rep=2
+    )
+    db = tmp_path / "d.db"
+    assert cli.main(["gather", str(tmp_path / "runs" / "two-client"), "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    lines = out.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "two-client/nvme-ext4-tablespace-s20-c2-tpcb rep 0",
+        "two-client/nvme-ext4-tablespace-s20-c2-tpcb rep 2",
+    ]
+    assert "rep 2: partial (client2: no output fetched from client2), " in lines[1]
+    assert lines[1].endswith(f"{RUN1_TPS:,.1f} tps (pgbench sum of 1 of 2 clients)")
+    assert (
+        err
+        == f"drivelab: {bad / 'run.json'}: not JSON (line 1 column 2: Expecting property name enclosed in double quotes)\n"
+    )
+    with Store.open(db) as store:
+        ((cell_id, _),) = store.cells(store.scenario("two-client").id)
+        assert [(r.repetition, r.status) for r in store.runs(cell_id)] == [
+            (0, RunStatus.COMPLETE),
+            (2, RunStatus.PARTIAL),
+        ]
+
+
+def test_html_shows_the_warning_and_the_database(tmp_path):
+    db = tmp_path / "d.db"
+    with Store.open(db) as store:
+        gather.record_run_dir(store, make_run(tmp_path, two()))
+        view = load(store, "two-client")
+    assert view.cells[0].warnings == (WARNING,)
+    assert view.cells[0].database["wal_placement"] == "system disk"
+    text = html.render([view])
+    assert WARNING.replace("'", "&#x27;") in text
+    assert "system disk" in text and "caps lifted" in text
