@@ -101,9 +101,17 @@ def foreign_fs(kind: str, name: str = "hdd10k") -> Iterator[None]:
             check=True,
             capture_output=True,
         )
-    else:
-        sh(f"mkfs.{kind}", "-q", "-L", "notours", dev) if kind != "xfs" else sh(
-            "mkfs.xfs", "-q", "-f", "-L", "notours", dev
+    elif kind == "xfs":
+        sh("mkfs.xfs", "-q", "-f", "-L", "notours", dev)
+    else:  # no lazy init: nothing may write to the device in the background later
+        sh(
+            "mkfs.ext4",
+            "-q",
+            "-L",
+            "notours",
+            "-E",
+            "lazy_itable_init=0,lazy_journal_init=0",
+            dev,
         )
     try:
         yield
@@ -116,7 +124,9 @@ def foreign_mount(name: str = "hdd10k", alias: bool = False) -> Iterator[None]:
     dev = device(name)
     with foreign_fs("ext4", name):
         os.makedirs(TEST_MOUNT, exist_ok=True)
-        sh("mount", dev, TEST_MOUNT)
+        # read-only: a read-write ext4 mount updates its superblock and journal on its
+        # own schedule, which would look like a change the gate made
+        sh("mount", "-o", "ro", dev, TEST_MOUNT)
         if alias:
             os.symlink(dev, ALIAS)
         try:
