@@ -205,7 +205,7 @@ def _database_table(view: ScenarioView) -> str:
     if not rows:
         return ""
     head = ["drive", "test", "WAL", "DB memory", "datasets", "init s (max)", "caps lifted"]
-    return _table([*head, "PostgreSQL"], rows)
+    return _table([*head, "PostgreSQL"], rows, num_from=3)
 
 
 def render(views: list[ScenarioView], now: datetime | None = None) -> str:
