@@ -349,6 +349,16 @@ class ClientResult:
     report: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: cell params shown as the pgbench flag they set (-c 4 -> "c4"); 0 or None: not given
+PGBENCH_FLAGS = {
+    "clients_per_host": "c",
+    "threads": "j",
+    "duration": "T",
+    "transactions": "t",
+    "rate": "R",
+}
+
+
 @dataclass(frozen=True)
 class CellSpec:
     """One point of a scenario's matrix, without the repetition."""
@@ -372,7 +382,15 @@ class CellSpec:
         if self.scale is not None:
             parts.append(f"s{self.scale}")
         parts.append(f"{self.clients}cl")
-        parts += [f"{k}={v}" for k, v in sorted(self.params.items())]
+        order = list(PGBENCH_FLAGS)
+        for k, v in sorted(
+            self.params.items(),
+            key=lambda kv: (order.index(kv[0]) if kv[0] in order else 99, kv[0]),
+        ):
+            flag = PGBENCH_FLAGS.get(k)
+            if flag and v in (None, 0, ""):
+                continue  # an option not given: pgbench's default
+            parts.append(f"{flag}{v}" if flag else f"{k}={v}")
         return " ".join(parts)
 
     @property

@@ -658,10 +658,7 @@ def test_gather_then_report(tmp_path, capsys, wide):
     row = next(line for line in report.splitlines() if "│ nvme" in line)
     assert "tpcb ext4 tablespace s20 2cl" in row and f"{2 * RUN1_TPS:,.1f}" in row
     flat = " ".join(report.split())
-    assert (
-        f"warning nvme tpcb ext4 tablespace s20 2cl clients_per_host=4 duration=15 threads=2: {WARNING}"
-        in flat
-    )
+    assert f"warning nvme tpcb ext4 tablespace s20 2cl c4 j2 T15: {WARNING}" in flat
 
 
 def test_gather_a_scenario_folder_and_a_bad_one(tmp_path, capsys):

@@ -17,7 +17,7 @@ options:
   root: {description: cgroup v1 mount root, type: str, default: /sys/fs/cgroup}
   memory_limit: {description: memory.limit_in_bytes in bytes, type: int}
   throttle:
-    description: the complete set of read and write IOPS caps, [{major_minor, iops}]; devices not listed are uncapped
+    description: the complete set of read and write IOPS caps, [{major_minor or device, iops or iops_cap}]; devices not listed are uncapped
     type: list
     elements: dict
     default: []
@@ -35,6 +35,11 @@ def read(path):
 def write(path, value):
     with open(path, "w", encoding="ascii") as fh:
         fh.write(value)
+
+
+def major_minor(device):
+    st = os.stat(device)
+    return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
 
 
 def rules(path):
@@ -65,7 +70,11 @@ def ensure_present(module, groups, memory_limit, throttle):
                 write(limit_file, str(want))
     for direction in ("read", "write"):  # the same cap both ways, as a drive has
         path = os.path.join(groups["blkio"], f"blkio.throttle.{direction}_iops_device")
-        want = {r["major_minor"]: int(r["iops"]) for r in throttle if int(r.get("iops") or 0) > 0}
+        want = {}
+        for r in throttle:
+            iops = int(r.get("iops") or r.get("iops_cap") or 0)
+            if iops > 0:
+                want[r.get("major_minor") or major_minor(r["device"])] = iops
         have = rules(path)
         for dev in set(have) | set(want):
             if have.get(dev) != want.get(dev):

@@ -34,6 +34,7 @@ options:
   marker: {description: alias that marks lab links, type: str, required: true}
   files: {description: other generated files to remove, type: list, elements: str, default: []}
   cgroup_root: {description: cgroup v1 root, type: str, default: /sys/fs/cgroup}
+  pg_clusters: {description: drop the PostgreSQL clusters named <prefix>* (the lab's), type: bool, default: false}
 """
 
 
@@ -81,6 +82,18 @@ def mounted_under(path):
     return [m for m in points if (m.rstrip("/") + "/").startswith(root)]
 
 
+def lab_pg_clusters(prefix):
+    """[(version, name)] of PostgreSQL clusters named like the lab's (Debian's pg_lsclusters)."""
+    rc, out, _ = run(["pg_lsclusters", "--json"], check=False)
+    if rc != 0 or not out.strip():
+        return []
+    return [
+        (str(c.get("version") or c["config"]["cluster_name"].split("/")[0]), c["cluster"])
+        for c in json.loads(out)
+        if c.get("cluster", "").startswith(prefix)
+    ]
+
+
 def retry(fn, what, tries=50, delay=0.1):
     last = None
     for _ in range(tries):
@@ -101,6 +114,7 @@ def main():
             "marker": {"type": "str", "required": True},
             "files": {"type": "list", "elements": "str", "default": []},
             "cgroup_root": {"type": "str", "default": "/sys/fs/cgroup"},
+            "pg_clusters": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -125,8 +139,16 @@ def main():
     bridge = [x for x in ip_json("link", "show") if x.get("ifname") == p["bridge"]]
     ours_bridge = bool(bridge) and bridge[0].get("ifalias") == p["marker"]
     paths = [x for x in p["dirs"] + p["files"] if os.path.lexists(x)]
+    clusters = lab_pg_clusters(prefix) if p["pg_clusters"] else []
     if module.check_mode:
-        todo = namespaces + cgroups + [x["name"] for x in loops] + mounts + paths
+        todo = (
+            namespaces
+            + cgroups
+            + [x["name"] for x in loops]
+            + mounts
+            + paths
+            + [c[1] for c in clusters]
+        )
         module.exit_json(changed=bool(todo or ours_bridge), would_remove=todo)
     try:
         pids = [pid for ns in namespaces for pid in netns_pids(ns)]
@@ -138,6 +160,10 @@ def main():
             if left:
                 raise LabError(f"lab processes {left} did not end")
             done.append(f"ended {len(set(pids))} lab processes")
+        # the lab's PostgreSQL clusters (their processes ended above): config and data
+        for version, cluster in clusters:
+            run(["pg_dropcluster", version, cluster])
+            done.append(f"dropped PostgreSQL cluster {version}/{cluster}")
         for point in mounts:
             retry(lambda point=point: run(["umount", point]), f"umount {point}")
             done.append(f"unmounted {point}")
