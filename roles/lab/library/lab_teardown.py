@@ -82,6 +82,18 @@ def mounted_under(path):
     return [m for m in points if (m.rstrip("/") + "/").startswith(root)]
 
 
+def lift_caps(group):
+    for name in ("blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"):
+        path = os.path.join(group, name)
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="ascii") as fh:
+            rules = [line.split()[0] for line in fh if line.strip()]
+        for dev in rules:
+            with open(path, "w", encoding="ascii") as fh:
+                fh.write(f"{dev} 0")
+
+
 def lab_pg_clusters(prefix):
     """[(version, name)] of PostgreSQL clusters named like the lab's (Debian's pg_lsclusters)."""
     rc, out, _ = run(["pg_lsclusters", "--json"], check=False)
@@ -151,6 +163,10 @@ def main():
         )
         module.exit_json(changed=bool(todo or ours_bridge), would_remove=todo)
     try:
+        # IOPS caps off first: a process with I/O queued on a 120-IOPS device cannot die
+        # until that I/O is done
+        for group in cgroups:
+            lift_caps(group)
         pids = [pid for ns in namespaces for pid in netns_pids(ns)]
         for group in cgroups:
             with open(os.path.join(group, "cgroup.procs"), encoding="ascii") as fh:

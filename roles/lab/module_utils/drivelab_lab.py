@@ -61,7 +61,7 @@ def pid_alive(pid):
 def end_pids(pids, grace=5.0):
     """SIGTERM the given pids (ours, by pid), then SIGKILL what is left after grace s."""
     pids = [p for p in pids if p != os.getpid() and pid_alive(p)]
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 3.0)):
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)

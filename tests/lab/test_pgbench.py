@@ -1,0 +1,225 @@
+"""PostgreSQL on the candidate drive and synchronized multi-client pgbench, on the real
+lab: each client's database in the drive's tablespace, complete outputs from both
+clients, start skew, whole-cluster placement telling nvme from hdd7200, the "fits in
+RAM" warning, fidelity to pgbench's own tps line, and access locked down."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.lab.conftest import REPO, drivelab
+
+pytestmark = pytest.mark.lab
+
+SECRETS = Path.home() / ".local/share/drivelab/secrets/dbhost"
+DB_ADDR = "10.213.0.2"
+PORT = 5440
+SSH = [
+    "ssh", "-i", "/var/lib/drivelab/ssh/id_ed25519", "-o", "UserKnownHostsFile=/var/lib/drivelab/ssh/known_hosts",
+    "-o", "StrictHostKeyChecking=yes", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+]  # fmt: skip
+DRIVES = [
+    {"name": "nvme", "drives": ["nvme"], "fs": "ext4"},
+    {"name": "hdd7200", "drives": ["hdd7200"], "fs": "ext4"},
+]
+
+
+def on(host_addr: str, command: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*SSH, f"root@{host_addr}", command],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def password(client: str) -> str:
+    return (SECRETS / f"{client}.password").read_text().strip()
+
+
+@pytest.fixture(scope="module")
+def pg(lab2, tmp_path_factory):
+    """The lab provisioned: PostgreSQL on the DB host, pgbench on the clients, nvme and
+    hdd7200 formatted; results in a folder of this module's own."""
+    results = tmp_path_factory.mktemp("results")
+    old = os.environ.get("DRIVELAB_RESULTS")
+    os.environ["DRIVELAB_RESULTS"] = str(results)
+    from collector import runner  # noqa: PLC0415
+
+    outputs = [runner.provision().log, runner.prepare_drives(DRIVES).log]
+    yield {"results": results, "runner": runner, "logs": outputs}
+    if old is None:
+        os.environ.pop("DRIVELAB_RESULTS", None)
+    else:
+        os.environ["DRIVELAB_RESULTS"] = old
+
+
+def measure(
+    pg, drive: str, placement: str, scale: int, *, hosts=(), duration=15, scenario="pgbench-test"
+):
+    runner = pg["runner"]
+    cell = runner.Cell(
+        scenario, drive, "ext4", placement, scale, hosts=tuple(hosts),
+        pgbench=runner.PgbenchOptions(clients_per_host=4, threads=2, duration=duration),
+    )  # fmt: skip
+    pg["logs"].append(runner.prepare_database(cell).log)
+    run_dir = runner.run_pgbench(cell, 0, client_hosts=["client1", "client2"], db_host="dbhost")
+    from collector.gather import gather_run  # noqa: PLC0415
+
+    pg["last_run_id"] = runner.gather(run_dir)
+    return run_dir, gather_run(run_dir)
+
+
+def facts(gathered) -> dict:
+    return dict(gathered.run.facts)
+
+
+def tps(gathered) -> float:
+    return sum(c.tps for c in gathered.run.clients if c.tps)
+
+
+TABLESPACE_QUERY = (
+    "SELECT d.datname, t.spcname, pg_tablespace_location(t.oid) FROM pg_database d "
+    "JOIN pg_tablespace t ON t.oid = d.dattablespace WHERE d.datname LIKE 'drivelab%'"
+)
+
+
+def db_tablespaces() -> dict[str, str]:
+    proc = on(  # a fixed query, no input in it
+        DB_ADDR,
+        f'su postgres -c "psql -p {PORT} -At -F\' \' -c \\"{TABLESPACE_QUERY}\\""',
+    )
+    assert proc.returncode == 0, proc.stderr
+    return {line.split()[0]: " ".join(line.split()[1:]) for line in proc.stdout.splitlines()}
+
+
+@pytest.mark.parametrize("drive", ["nvme", "hdd7200"])
+def test_tablespace_placement_both_clients_complete_in_step(pg, drive):
+    run_dir, gathered = measure(pg, drive, "tablespace", 5)
+    assert gathered.run.status.value == "complete", gathered.run.reason
+    for client in ("client1", "client2"):
+        assert (run_dir / client / "rc.txt").read_text().strip() == "rc=0"
+        assert "tps = " in (run_dir / client / "stdout.txt").read_text()
+        assert list((run_dir / client).glob("pgbench_log.*"))
+    spaces = db_tablespaces()
+    for client in ("client1", "client2"):
+        assert spaces[f"drivelab_{client}"] == f"drivelab_{drive} /srv/drivelab/{drive}/pg"
+    f = facts(gathered)
+    print(f"{drive}: {tps(gathered):.1f} tps, start skew {f['start_skew_s'] * 1000:.1f} ms")
+    assert f["start_skew_source"].startswith("first transaction")
+    assert f["start_skew_s"] < 0.050
+    # scale 5 x 2 clients (about 170 MB) fits in the 512 MiB DB host: the warning says so
+    assert "this run measures RAM, not the drive" in f["db_warning"]
+    assert f["wal_placement"] == "system disk"
+
+
+def test_single_client_fidelity_to_pgbench_tps_line(pg):
+    run_dir, _ = measure(pg, "nvme", "tablespace", 5, hosts=["client1"], duration=10)
+    printed = float(
+        re.search(r"^tps = ([\d.]+)", (run_dir / "client1/stdout.txt").read_text(), re.M).group(1)
+    )
+    from collector.store import Store  # noqa: PLC0415
+
+    with Store.open(pg["results"] / "drivelab.db") as store:
+        stored = [c.tps for c in store.client_results(pg["last_run_id"])]
+    assert len(stored) == 1
+    assert abs(stored[0] - printed) <= printed * 0.001, (stored, printed)
+
+
+def test_whole_cluster_on_the_drive_tells_nvme_from_hdd7200(pg):
+    _, fast = measure(pg, "nvme", "cluster", 5)
+    _, slow = measure(pg, "hdd7200", "cluster", 5)
+    assert fast.run.status.value == slow.run.status.value == "complete"
+    assert facts(fast)["wal_placement"] == "on the drive"
+    ratio = tps(fast) / tps(slow)
+    print(f"cluster placement: nvme {tps(fast):.1f} tps, hdd7200 {tps(slow):.1f} tps, {ratio:.1f}x")
+    assert ratio >= 3
+
+
+def test_a_non_client_address_is_rejected(pg):
+    env = dict(os.environ, PGPASSWORD=password("client1"), PGCONNECT_TIMEOUT="5")
+    proc = subprocess.run(
+        ["psql", "-h", DB_ADDR, "-p", str(PORT), "-U", "drivelab_client1", "-d", "drivelab_client1", "-c", "select 1"],
+        env=env, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert 'pg_hba.conf rejects connection for host "10.213.0.1"' in proc.stderr
+
+
+def test_client_a_with_client_b_credentials_is_rejected(pg):
+    proc = on(
+        "10.213.0.11",
+        f"read -r PGPASSWORD; export PGPASSWORD; psql -h {DB_ADDR} -p {PORT} -U drivelab_client2 -d drivelab_client2 -c 'select 1'",
+        stdin=password("client2") + "\n",
+    )
+    assert proc.returncode != 0
+    assert (
+        'rejects connection for host "10.213.0.11", user "drivelab_client2", database "drivelab_client2"'
+        in proc.stderr
+    )
+
+
+def test_own_credentials_work_from_own_address(pg):
+    proc = on(
+        "10.213.0.11",
+        f"PGPASSFILE=/var/lib/drivelab-client/client1/pgpass psql -h {DB_ADDR} -p {PORT} -U drivelab_client1 "
+        "-d drivelab_client1 -Atc 'select current_user'",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "drivelab_client1"
+
+
+def test_a_plaintext_password_answer_is_rejected(pg):
+    script = REPO / "tests/lab/pgwire.py"
+    proc = subprocess.run(
+        ["ip", "netns", "exec", "drivelab-client1", sys.executable, str(script), DB_ADDR, str(PORT),
+         "drivelab_client1", "drivelab_client1"],
+        input=password("client1") + "\n", capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert answer["requested"] == "SASL" and answer["mechanisms"] == ["SCRAM-SHA-256"], answer
+    assert not answer["authenticated"]
+    assert answer["error"], answer
+
+
+def test_passwords_are_0600_and_never_in_results_or_logs(pg):
+    for client in ("client1", "client2"):
+        assert (SECRETS / f"{client}.password").stat().st_mode & 0o777 == 0o600
+        assert Path(f"/var/lib/drivelab-client/{client}/pgpass").stat().st_mode & 0o777 == 0o600
+    secrets = [password(c) for c in ("client1", "client2")]
+    places = [pg["results"], *pg["logs"]]
+    for place in places:
+        files = [place] if place.is_file() else [p for p in place.rglob("*") if p.is_file()]
+        for path in files:
+            data = path.read_bytes()
+            for secret in secrets:
+                assert secret.encode() not in data, f"a password is in {path}"
+
+
+def test_datasets_twice_the_memory_nvme_still_beats_hdd7200(pg):
+    # 2 x scale 26 (about 415 MB each) against a 384 MiB DB host
+    drivelab("lab", "up", "--db-memory", "384M")
+    try:
+        _, fast = measure(pg, "nvme", "tablespace", 26)
+        _, slow = measure(pg, "hdd7200", "tablespace", 26)
+    finally:
+        drivelab("lab", "up", "--db-memory", "512M")
+    f = facts(fast)
+    assert f["db_memory_bytes"] == 384 * 1024**2
+    assert sum(f["db_sizes_bytes"].values()) >= 2 * 384 * 1024**2
+    assert not f.get("db_warning")
+    assert all(v["caps_lifted"] for v in facts(slow)["db_init"].values() if v.get("ran"))
+    print(
+        f"tablespace, datasets >= 2x memory: nvme {tps(fast):.1f} tps, hdd7200 {tps(slow):.1f} tps"
+    )
+    assert tps(fast) > tps(slow)
