@@ -71,6 +71,8 @@ test: setup lint
 
 bench: setup
 	$(BIN)/python bench/lab_timing.py
+	$(BIN)/python bench/skew.py
+	$(BIN)/python bench/parse_throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -23,7 +23,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from collector import gathercmd, labcmd, reportcmd  # noqa: PLC0415  (keep --help fast)
+    from collector import gathercmd, labcmd, reportcmd, runcmd  # noqa: PLC0415  (keep --help fast)
 
     parser = OneLineParser(
         prog="drivelab",
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     sub.required = True
     labcmd.register(sub)
+    runcmd.register(sub)
     gathercmd.register(sub)
     reportcmd.register(sub)
     return parser

@@ -170,6 +170,7 @@ def run_pgbench(
     stream: bool = False,
     root: Path | None = None,
     cold_start: bool = True,
+    synchronized: bool = True,
 ) -> Path:
     """One measured run; returns its run folder (outputs fetched, run.json written)."""
     run_dir = cell.cell_dir(root) / f"rep-{repetition}"
@@ -212,6 +213,7 @@ def run_pgbench(
         "pgbench_run_dir": str(run_dir),
         "pgbench_run_cluster": cell.cluster,
         "pgbench_run_cold_start": cold_start,
+        "pgbench_run_synchronized": synchronized,
         "pgbench_run_hosts": hosts,
     }
     result = run_playbook(

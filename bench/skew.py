@@ -1,0 +1,94 @@
+"""Start skew of synchronized pgbench across 2, 4, 8 and 16 lab clients: with the
+start-at wrapper (every client sleeps until one agreed instant), and for comparison
+with a plain Ansible async launch (each client starts when Ansible reaches it).
+
+Skew = spread of the clients' first logged transactions (start = end - latency, from
+the per-transaction logs). Target: max skew <= 20 ms for 8 clients with the wrapper.
+Builds its own lab (16 clients) and tears it down. Figures go to docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import machine_note, update_section
+
+REPO = Path(__file__).resolve().parent.parent
+DRIVELAB = str(Path(sys.executable).parent / "drivelab")
+SIZES = (2, 4, 8, 16)
+REPEATS = 3
+
+
+def main() -> None:
+    os.environ["DRIVELAB_RESULTS"] = tempfile.mkdtemp(prefix="drivelab-bench-skew-")
+    sys.path.insert(0, str(REPO))
+    from collector import runner  # noqa: PLC0415
+    from collector.gather import gather_run  # noqa: PLC0415
+
+    subprocess.run([DRIVELAB, "lab", "down"], cwd=REPO, check=True, capture_output=True)
+    rows = []
+    try:
+        subprocess.run([DRIVELAB, "lab", "up", "--clients", str(max(SIZES))], cwd=REPO, check=True)
+        runner.provision()
+        runner.prepare_drives([{"name": "nvme", "drives": ["nvme"], "fs": "ext4"}])
+        for n in SIZES:
+            hosts = tuple(f"client{i}" for i in range(1, n + 1))
+            cell = runner.Cell(
+                "bench-skew", "nvme", "ext4", "tablespace", 1, hosts=hosts,
+                pgbench=runner.PgbenchOptions(clients_per_host=2, threads=1, duration=5),
+            )  # fmt: skip
+            runner.prepare_database(cell)
+            for synchronized in (True, False):
+                skews, launches = [], []
+                for rep in range(REPEATS):
+                    started = time.monotonic()
+                    run_dir = runner.run_pgbench(
+                        cell,
+                        rep,
+                        client_hosts=list(hosts),
+                        db_host="dbhost",
+                        synchronized=synchronized,
+                    )
+                    facts = dict(gather_run(run_dir).run.facts)
+                    skews.append(facts["start_skew_s"] * 1000)
+                    launches.append(facts["launch_skew_s"] * 1000)
+                    print(
+                        f"{n:>2} clients, {'wrapper' if synchronized else 'plain  '} rep {rep}: "
+                        f"start skew {skews[-1]:7.1f} ms, launch skew {launches[-1]:7.1f} ms, "
+                        f"{time.monotonic() - started:.1f} s"
+                    )
+                rows.append((n, synchronized, skews, launches))
+    finally:
+        subprocess.run([DRIVELAB, "lab", "down"], cwd=REPO, check=False, capture_output=True)
+
+    body = [
+        "## Start skew (`bench/skew.py`)",
+        "",
+        machine_note(),
+        "",
+        "pgbench -c 2 -j 1 -T 5 -n on every client host, scale 1, nvme-class drive, "
+        "tablespace placement. Start skew: spread of the clients' first logged transactions "
+        "(start = end - latency). Launch skew: spread of the instants the clients' pgbench "
+        f"processes were started. {REPEATS} runs each; target: max start skew <= 20 ms for "
+        "8 clients with the wrapper.",
+        "",
+        "| client hosts | launch | start skew ms (median, max) | launch skew ms (median, max) |",
+        "|---:|---|---:|---:|",
+    ]
+    for n, synchronized, skews, launches in rows:
+        mode = "start-at wrapper" if synchronized else "plain Ansible async"
+        body.append(
+            f"| {n} | {mode} | {sorted(skews)[len(skews) // 2]:.1f}, {max(skews):.1f} "
+            f"| {sorted(launches)[len(launches) // 2]:.1f}, {max(launches):.1f} |"
+        )
+    update_section("skew", "\n".join(body))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,263 @@
+"""``drivelab run SCENARIO``: validate, plan, preflight, then for every cell the drive,
+database and pgbench stages, each repetition gathered into the store as it ends.
+
+Interrupted (Ctrl-C, a crash, SIGKILL) and run again, it resumes: a repetition already
+stored as complete is skipped; one that was cut off is run again from scratch (its
+folder is replaced and the store keeps one run per cell and repetition). A partial or
+failed run is stored as such and, unless --fail-fast, the scenario goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from collector import runner
+from collector.errors import DrivelabError
+from collector.gather import gather_run, record
+from collector.paths import LOCAL_INVENTORY, REPO, results_dir
+from collector.playbook import ansible_bin
+from collector.stats import summarize
+from collector.store import Store
+
+
+def completed_reps(store: Store, scenario: str, cell_id: str) -> dict[int, str]:
+    """{repetition: status} of the stored runs of one planned cell."""
+    rows = store.conn.execute(
+        """SELECT r.repetition, r.status FROM runs r
+           JOIN cells c ON c.id = r.cell_id JOIN scenarios s ON s.id = c.scenario_id
+           JOIN facts f ON f.run_id = r.id AND f.scope = 'run' AND f.key = 'cell_id'
+           WHERE s.name = ? AND f.value_json = ?""",
+        (scenario, json.dumps(cell_id)),
+    ).fetchall()
+    return {int(rep): status for rep, status in rows}
+
+
+def preflight(inventory: Path, console: Console) -> None:
+    """Every host answers over SSH before any drive is touched; else one line naming it."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    argv = [
+        ansible_bin("ansible"),
+        "all",
+        "-i",
+        str(inventory),
+        "-m",
+        "ansible.builtin.ping",
+        "-o",
+        "-T",
+        "10",
+    ]
+    proc = subprocess.run(
+        argv,
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    bad = [line for line in proc.stdout.splitlines() if "UNREACHABLE" in line or "FAILED" in line]
+    if proc.returncode != 0:
+        first = bad[0] if bad else (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        host = first.split("|")[0].strip()
+        raise DrivelabError(
+            f"preflight: host {host} does not answer over SSH: nothing was touched ({first[:200]})"
+        )
+    console.print(f"preflight: {proc.stdout.count('SUCCESS')} hosts answer over SSH")
+
+
+def inventory_file(arg: str | None) -> Path:
+    path = Path(arg) if arg else LOCAL_INVENTORY
+    if path.is_dir():
+        path = path / "hosts.yml"
+    if not path.exists():
+        hint = (
+            "run 'drivelab lab up' first"
+            if not arg
+            else "give an inventory folder holding hosts.yml"
+        )
+        raise DrivelabError(f"inventory {path} does not exist: {hint}")
+    return path
+
+
+class Session:
+    """One `drivelab run`: where things are, and counts for the progress line."""
+
+    def __init__(
+        self, args: argparse.Namespace, console: Console, inv_path: Path, inventory: dict
+    ) -> None:
+        self.args = args
+        self.console = console
+        self.inv_path = inv_path
+        self.db_path = Path(args.db) if args.db else results_dir() / "drivelab.db"
+        self.db_host = next(iter(inventory["all"]["children"]["db"]["hosts"]))
+        self.clients = sorted(
+            inventory["all"]["children"]["clients"]["hosts"], key=lambda h: (len(h), h)
+        )
+        self.started = time.monotonic()
+        self.done = 0
+        self.total = 0
+        self.estimate = 0.0
+        self.problems = 0
+        self.last_request: list | None = None
+
+    def progress(self) -> str:
+        elapsed = time.monotonic() - self.started
+        eta = max(0.0, self.estimate - elapsed)
+        minutes = f"{elapsed / 60:.1f} min elapsed, ~{eta / 60:.1f} min left"
+        return f"[run {self.done}/{self.total}, {minutes}]"
+
+    def run_cell(self, planned) -> None:
+        cell = planned.cell
+        head = f"[{planned.index}/{planned.total}] {cell.cell_id}"
+        with Store.open(self.db_path) as store:
+            have = completed_reps(store, cell.scenario, cell.cell_id)
+        want = planned.repetitions if planned.adaptive is None else planned.adaptive.max
+        if all(have.get(r) == "complete" for r in range(want)):
+            self.console.print(f"{head}: all {want} repetitions stored, skipped")
+            self.done += want
+            return
+        if planned.drive_request != self.last_request:
+            runner.prepare_drives(
+                planned.drive_request,
+                facts_dir=cell.cell_dir() / "db",
+                write_cache=planned.write_cache,
+                inventory=self.inv_path,
+                stream=self.args.verbose,
+            )
+            self.last_request = planned.drive_request
+        skip = write_cache_skip(cell.cell_dir() / "db")
+        if planned.write_cache in ("on", "off") and skip:
+            self.console.print(f"{head}: skipped: {skip}")
+            return
+        runner.prepare_database(cell, inventory=self.inv_path, stream=self.args.verbose)
+        tps = list(stored_tps(cell).values())
+        for rep in range(want):
+            if have.get(rep) == "complete":
+                self.done += 1
+                continue
+            if planned.adaptive and rep >= planned.adaptive.min and enough(tps, planned.adaptive):
+                self.console.print(
+                    f"{head}: 95% CI ±{ci_pct(tps):.1f}% of the mean after {rep} runs: enough"
+                )
+                break
+            self.run_one(planned, rep, head, tps)
+        if planned.adaptive and ci_pct(tps) is not None:
+            self.console.print(
+                f"{head}: {len(tps)} complete runs, 95% CI ±{ci_pct(tps):.1f}% of the mean"
+            )
+
+    def run_one(self, planned, rep: int, head: str, tps: list[float]) -> None:
+        cell = planned.cell
+        run_dir = runner.run_pgbench(
+            cell, rep, client_hosts=self.clients, db_host=self.db_host, inventory=self.inv_path,
+            stream=self.args.verbose,
+        )  # fmt: skip
+        gathered = gather_run(run_dir)
+        with Store.open(self.db_path) as store:
+            record(store, gathered)
+        st = gathered.stats()
+        self.done += 1
+        figure = f"{st.tps:,.1f} tps" if st.tps else "no tps"
+        reason = f" ({st.reason})" if st.reason else ""
+        self.console.print(
+            f"{head} rep {rep}: {st.status.value}, {figure}{reason}  {self.progress()}"
+        )
+        if st.status.value == "complete" and st.tps:
+            tps.append(st.tps)
+            return
+        self.problems += 1
+        if self.args.fail_fast:
+            raise DrivelabError(
+                f"{cell.cell_id} rep {rep}: {st.status.value} ({st.reason}); --fail-fast"
+            )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from collector import scenario as sc  # noqa: PLC0415
+
+    console = Console()
+    scen = sc.load(args.scenario, size=args.size)
+    inv_path = inventory_file(args.inventory)
+    inventory = sc.load_inventory(inv_path)
+    sc.validate_against_inventory(scen, inventory, args.scenario)
+    cells = sc.expand(scen, inventory)
+    console.print(sc.plan_text(scen, cells))
+    if args.dry_run:
+        return 0
+    session = Session(args, console, inv_path, inventory)
+    session.total = sum(c.repetitions if c.adaptive is None else c.adaptive.max for c in cells)
+    session.estimate = sum(sc.estimate_seconds(c) for c in cells)
+    preflight(inv_path, console)
+    runner.provision(inventory=inv_path, stream=args.verbose)
+    console.print(f"provisioned in {time.monotonic() - session.started:.0f} s")
+    for planned in cells:
+        session.run_cell(planned)
+    console.print(
+        f"scenario {scen.name}: {time.monotonic() - session.started:.0f} s, "
+        f"{session.problems} partial or failed runs"
+    )
+    from collector.reportcmd import cmd_report  # noqa: PLC0415
+
+    report_args = argparse.Namespace(
+        db=session.db_path, scenario=scen.name, baseline=getattr(scen, "baseline", None),
+        html=results_dir() / f"{scen.name}.html", csv=None, json=None,
+    )  # fmt: skip
+    cmd_report(report_args)
+    return 0
+
+
+def enough(tps: list[float], policy) -> bool:
+    pct = ci_pct(tps)
+    return pct is not None and pct <= policy.target_ci_pct
+
+
+def write_cache_skip(facts_dir: Path) -> str | None:
+    for path in sorted(facts_dir.glob("*.json")) if facts_dir.is_dir() else []:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+        for wc in doc.get("write_cache", []) if isinstance(doc, dict) else []:
+            if wc.get("skip_cells"):
+                return wc.get("msg") or "write cache cannot be changed on this drive"
+    return None
+
+
+def stored_tps(cell: runner.Cell) -> dict[int, float]:
+    out = {}
+    for run_dir in sorted(cell.cell_dir().glob("rep-*")):
+        try:
+            st = gather_run(run_dir).stats()
+        except DrivelabError:
+            continue
+        if st.status.value == "complete" and st.tps:
+            out[st.repetition] = st.tps
+    return out
+
+
+def ci_pct(values: list[float]) -> float | None:
+    s = summarize(values)
+    if s is None or s.ci_low is None or not s.mean:
+        return None
+    return (s.mean - s.ci_low) / s.mean * 100
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a scenario (resumes where it stopped)")
+    p.add_argument("scenario", help="scenario file, e.g. scenarios/seed-two-clients.yml")
+    p.add_argument("--inventory", help="inventory folder or file (default: the local lab's)")
+    p.add_argument("--size", help="a named size of the scenario, e.g. lab")
+    p.add_argument("--dry-run", action="store_true", help="validate and print the plan only")
+    p.add_argument("--db", help="results store (default results/drivelab.db)")
+    p.add_argument(
+        "--fail-fast", action="store_true", help="stop at the first partial or failed run"
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")
+    p.set_defaults(func=cmd_run)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(0)
