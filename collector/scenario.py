@@ -818,7 +818,7 @@ def plan_text(s: Scenario, cells: list[PlannedCell]) -> str:
         a = s.repetitions.adaptive
         reps = f"{a.min} to {a.max} repetitions (until the 95% CI is within {a.target_ci_pct:g}%)"
     else:
-        reps = f"{s.repetitions} repetitions"
+        reps = f"{s.repetitions} repetition" + ("s" if s.repetitions != 1 else "")
     total = sum(estimate_seconds(c) for c in cells)
     bound = "at most " if isinstance(s.repetitions, AdaptiveRepetitions) else "about "
     lines = [
