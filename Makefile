@@ -16,7 +16,7 @@ APT_PACKAGES := postgresql postgresql-client postgresql-contrib fio openssh-serv
 .PHONY: help setup apt venv demo test lint unit lab-test bench down clean
 
 help:
-	@echo "make demo    build the local lab, ping every host over SSH, show it"
+	@echo "make demo    build the local lab, run the two-client scenario (lab size), print the report"
 	@echo "make test    lint + unit + lab tests (installs what it needs)"
 	@echo "make bench   timing scripts in bench/, figures into docs/benchmarks.md"
 	@echo "make down    tear the local lab down"
@@ -45,10 +45,12 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 
+# The lab, every host reached over SSH, then the seeds' two-client cache-defeating test
+# in its lab size over the four emulated drive classes, ending with the report.
 demo: setup
 	$(BIN)/drivelab lab up
-	$(BIN)/ansible all -m ansible.builtin.ping
-	$(BIN)/drivelab lab status
+	$(BIN)/ansible all -m ansible.builtin.ping -o
+	$(BIN)/drivelab run scenarios/seed-two-clients.yml --size lab
 
 down: venv
 	$(BIN)/drivelab lab down
