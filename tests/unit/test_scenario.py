@@ -1,0 +1,731 @@
+"""Scenario files: shipped ones load and expand, malformed ones give one exact line."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collector import scenario as sc
+from collector.errors import DrivelabError
+from collector.paths import REPO
+
+SCENARIOS = sorted((REPO / "scenarios").glob("*.yml"))
+INVENTORY = sc.load_inventory(REPO / "tests" / "data" / "inventory")
+
+BASE: dict[str, Any] = {
+    "name": "t",
+    "baseline": "hdd7200",
+    "drives": ["nvme", "hdd7200"],
+    "workload": {"scale": [5], "duration": 15},
+    "hosts": [2],
+    "repetitions": 2,
+}
+
+
+def write(tmp_path: Path, doc: Any, name: str = "x.yml") -> Path:
+    path = tmp_path / name
+    text = doc if isinstance(doc, str) else yaml.safe_dump(doc, sort_keys=False)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def with_(**changes: Any) -> dict[str, Any]:
+    """BASE with top-level keys replaced; a value of None removes the key."""
+    doc = copy.deepcopy(BASE)
+    for key, value in changes.items():
+        if value is None:
+            doc.pop(key, None)
+        else:
+            doc[key] = value
+    return doc
+
+
+def workload(**changes: Any) -> dict[str, Any]:
+    w = {**BASE["workload"], **changes}
+    return with_(workload={k: v for k, v in w.items() if v is not None})
+
+
+# --- shipped scenarios -----------------------------------------------------------------------
+
+
+def test_scenarios_are_shipped() -> None:
+    names = {p.stem for p in SCENARIOS}
+    assert {
+        "seed-one-million-rows",
+        "seed-ten-million-rows",
+        "seed-two-clients",
+        "raw-pretests",
+        "filesystems",
+        "raid",
+        "client-sweep",
+    } <= names
+
+
+@pytest.mark.parametrize("size", [None, "lab"])
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_shipped_scenario_loads_validates_and_expands(path: Path, size: str | None) -> None:
+    s = sc.load(path, size)
+    assert s.name == path.stem
+    assert s.size == size
+    sc.validate_against_inventory(s, INVENTORY, path)
+    cells = sc.expand(s, INVENTORY)
+    assert cells
+    assert len({c.cell_id for c in cells}) == len(cells)
+    text = sc.plan_text(s, cells)
+    for c in cells:
+        assert c.cell_id in text
+    assert "estimated duration" in text
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_lab_sizes_are_small(path: Path) -> None:
+    s = sc.load(path, "lab")
+    # scale 20 (~300 MB per client) at most, but the demo may go above twice the lab DB
+    # host's memory so it measures the drive: scale 34 for 2 clients (~1.1 GB on 4 GiB)
+    assert max(s.workload.scale) <= (40 if path.stem == "seed-two-clients" else 20)
+    assert s.workload.duration == 15
+    assert s.repetitions in (2, 3)
+    assert max(s.hosts) <= 4
+
+
+def test_seed_scenarios_match_the_seed() -> None:
+    for stem, scale, hosts in [
+        ("seed-one-million-rows", 100, 1),
+        ("seed-ten-million-rows", 1000, 1),
+        ("seed-two-clients", 1000, 2),
+    ]:
+        s = sc.load(REPO / "scenarios" / f"{stem}.yml")
+        assert s.drives == ["nvme", "ssd", "hdd10k", "hdd7200"]
+        assert s.baseline == "hdd7200"
+        assert (s.workload.scale, s.hosts, s.repetitions) == ([scale], [hosts], 10)
+        assert (s.workload.clients_per_host, s.workload.duration) == (10, 500)
+
+
+def test_demo_lab_size_takes_about_eight_minutes() -> None:
+    s = sc.load(REPO / "scenarios" / "seed-two-clients.yml", "lab")
+    cells = sc.expand(s, INVENTORY)
+    assert [c.cell.drive for c in cells] == ["nvme", "ssd", "hdd10k", "hdd7200"]
+    assert all(c.cell.hosts == ("client1", "client2") for c in cells)
+    total = sum(sc.estimate_seconds(c) for c in cells)
+    assert 6 * 60 <= total <= 8.5 * 60
+
+
+# --- malformed scenarios: exactly one line each ----------------------------------------------
+
+BAD: list[tuple[str, Any, str]] = [
+    (
+        "typo",
+        workload(duraton=15, duration=None),
+        "workload.duraton: unknown key (did you mean 'duration'?)",
+    ),
+    ("typo top level", with_(drivez=["ssd"]), "drivez: unknown key (did you mean 'drives'?)"),
+    (
+        "negative duration",
+        workload(duration=-5),
+        "workload.duration: must be greater than 0 (got -5)",
+    ),
+    ("drive listed twice", with_(drives=["nvme", "ssd", "nvme"]), "drives: 'nvme' listed twice"),
+    ("empty matrix", with_(drives=[], baseline=None), "empty matrix: no drives and no raid sets"),
+    ("scale not a number", workload(scale="big"), "workload.scale: must be a list (got 'big')"),
+    (
+        "scale item not a number",
+        workload(scale=[5, "big"]),
+        "workload.scale[1]: must be an integer (got 'big')",
+    ),
+    ("zero scale", workload(scale=[0]), "workload.scale[0]: must be at least 1 (got 0)"),
+    (
+        "duration and transactions",
+        workload(transactions=1000),
+        "workload: give duration (seconds, -T) or transactions (-t), one of them, not both",
+    ),
+    (
+        "neither duration nor transactions",
+        workload(duration=None),
+        "workload: give duration (seconds, -T) or transactions (-t), one of them",
+    ),
+    (
+        "shell metacharacters in a drive",
+        with_(drives=["x; rm -rf /"]),
+        "drives[0]: 'x; rm -rf /' is not a valid drive name ([a-z][a-z0-9_]{0,31})",
+    ),
+    (
+        "dotdot script",
+        workload(mode="custom", script="../etc/passwd"),
+        "workload.script: '../etc/passwd': give a path below the scenario's folder, no '..'",
+    ),
+    (
+        "missing script",
+        workload(mode="custom", script="nope.sql"),
+        "workload.script: 'nope.sql': no such file next to the scenario",
+    ),
+    (
+        "custom without script",
+        workload(mode="custom"),
+        "workload: mode: custom needs script: (a pgbench script file)",
+    ),
+    (
+        "bad mode",
+        workload(mode="tpcc"),
+        "workload.mode: must be one of 'tpcb', 'select-only', 'simple-update' or 'custom' (got 'tpcc')",
+    ),
+    ("missing name", with_(name=None), "name: required, missing"),
+    (
+        "name with a slash",
+        with_(name="../x"),
+        "name: '../x' is not a valid name ([a-z0-9][a-z0-9-]{0,63})",
+    ),
+    ("missing workload", with_(workload=None), "workload: required, missing"),
+    (
+        "baseline not a drive",
+        with_(baseline="ssd"),
+        "baseline: 'ssd' is not one of the drives (have: nvme, hdd7200)",
+    ),
+    ("zero hosts", with_(hosts=[0]), "hosts[0]: must be at least 1 (got 0)"),
+    (
+        "raid5 on btrfs",
+        with_(raid=[{"name": "r5", "drives": ["raid1", "raid2", "raid3"], "level": "raid5"}]),
+        "raid[0]: raid5 only with method: mdadm (Btrfs RAID5 is not used)",
+    ),
+    (
+        "raid member is also a single drive",
+        with_(
+            filesystems=[{"fs": "btrfs"}],
+            raid=[{"name": "r1", "drives": ["raid1", "nvme"], "level": "raid1"}],
+        ),
+        "raid[0].drives[1]: 'nvme' is also in drives (a RAID member cannot be measured alone in the same scenario)",
+    ),
+    (
+        "btrfs raid without btrfs",
+        with_(raid=[{"name": "r1", "drives": ["raid1", "raid2"], "level": "raid1"}]),
+        "raid[0]: method btrfs needs fs: btrfs in filesystems (have: ext4)",
+    ),
+    (
+        "raid10 of two",
+        with_(
+            raid=[{"name": "r", "drives": ["raid1", "raid2"], "level": "raid10", "method": "mdadm"}]
+        ),
+        "raid[0]: raid10 needs at least 4 drives (got 2)",
+    ),
+    (
+        "write cache maybe",
+        with_(write_cache="maybe"),
+        "write_cache: must be leave, on or off, or a list of them (got 'maybe')",
+    ),
+    ("write cache twice", with_(write_cache=["on", "on"]), "write_cache: 'on' listed twice"),
+    (
+        "adaptive min 1",
+        with_(repetitions={"adaptive": {"target_ci_pct": 5, "min": 1, "max": 10}}),
+        "repetitions.adaptive.min: must be at least 2 (got 1)",
+    ),
+    (
+        "adaptive max below min",
+        with_(repetitions={"adaptive": {"target_ci_pct": 5, "min": 5, "max": 3}}),
+        "repetitions.adaptive: max (3) must be at least min (5)",
+    ),
+    (
+        "adaptive typo",
+        with_(repetitions={"adaptive": {"target_ci": 5}}),
+        "repetitions.adaptive.target_ci_pct: required, missing",
+    ),
+    ("zero repetitions", with_(repetitions=0), "repetitions: must be at least 1 (got 0)"),
+    (
+        "repetitions a string",
+        with_(repetitions="three"),
+        "repetitions: must be an integer (got 'three')",
+    ),
+    (
+        "huge number",
+        workload(duration=10**30),
+        "workload.duration: must be at most 604800 (got 1000000000000000000000000000000)",
+    ),
+    (
+        "filesystem twice",
+        with_(filesystems=[{"fs": "ext4"}, {"fs": "ext4", "mount_options": "relatime"}]),
+        "filesystems: ext4 listed twice (one entry per filesystem type: cells are named by it; compare mount options in two scenarios)",
+    ),
+    (
+        "mount options with a space",
+        with_(filesystems=[{"fs": "ext4", "mount_options": "noatime,x y"}]),
+        "filesystems[0].mount_options: 'noatime,x y' is not a valid mount option string ([A-Za-z0-9_=,.:/-]{1,200})",
+    ),
+    (
+        "init option with a semicolon",
+        workload(init_options=["--foreign-keys;reboot"]),
+        "workload.init_options[0]: '--foreign-keys;reboot' is not a valid argument ([A-Za-z0-9_=,.:/+-]{1,200})",
+    ),
+    (
+        "placement typo",
+        with_(placement=["tablespaces"]),
+        "placement[0]: must be one of 'tablespace' or 'cluster' (got 'tablespaces')",
+    ),
+    (
+        "pretests typo",
+        with_(pretests={"fio": True, "pg_test_sync": True}),
+        "pretests.pg_test_sync: unknown key (did you mean 'pg_test_fsync'?)",
+    ),
+    (
+        "pretests a string",
+        with_(pretests="yes"),
+        "pretests: must be false, true or {fio: bool, pg_test_fsync: bool} (got 'yes')",
+    ),
+    (
+        "size typo",
+        with_(sizes={"lab": {"workload": {"durration": 5}}}),
+        "sizes.lab.workload.durration: unknown key (did you mean 'duration'?)",
+    ),
+    (
+        "size breaks a rule",
+        with_(sizes={"lab": {"workload": {"transactions": 5}}}),
+        "sizes.lab.workload: give duration (seconds, -T) or transactions (-t), one of them, not both",
+    ),
+    (
+        "size renames",
+        with_(sizes={"lab": {"name": "other"}}),
+        "sizes.lab.name: a size cannot change name",
+    ),
+    ("not a mapping", "- a\n- b\n", "must be a mapping of keys (got list)"),
+    ("empty file", "", "empty file"),
+    (
+        "yaml syntax",
+        "name: t\ndrives: [nvme\nworkload: {}\n",
+        "line 3: not valid YAML (expected ',' or ']', but got ':')",
+    ),
+    (
+        "yaml tab",
+        "name: t\n\tdrives: [nvme]\n",
+        "line 2: not valid YAML (found character '\\t' that cannot start any token)",
+    ),
+    ("key twice", "name: t\nname: u\n", "line 2: not valid YAML (key 'name' given twice)"),
+    ("non-string key", "name: t\nworkload: {1: 2}\n", "workload: key 1 is not a string"),
+    ("yaml on for a name", "name: t\ndrives: [on]\n", "drives[0]: must be a string (got True)"),
+]
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"), [(d, e) for _, d, e in BAD], ids=[n for n, _, _ in BAD]
+)
+def test_malformed_scenario_gives_one_line(tmp_path: Path, doc: Any, expected: str) -> None:
+    path = write(tmp_path, doc)
+    with pytest.raises(DrivelabError) as info:
+        s = sc.load(path)
+        sc.validate_against_inventory(s, INVENTORY, path)
+    assert str(info.value) == f"{path}: {expected}"
+    assert "\n" not in str(info.value)
+
+
+INVENTORY_BAD: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "unknown drive",
+        with_(drives=["nvme", "ssd", "hdd5400"], baseline="nvme"),
+        "drives[2]: 'hdd5400' is not a drive of dbhost"
+        " (have: nvme, ssd, hdd10k, hdd7200, raid1, raid2, raid3, raid4)",
+    ),
+    ("too many hosts", with_(hosts=[1, 4]), "hosts[1]: 4 client hosts asked, the inventory has 2"),
+    (
+        "unknown raid member",
+        with_(
+            filesystems=[{"fs": "btrfs"}],
+            raid=[{"name": "r1", "drives": ["raid1", "raid9"], "level": "raid1"}],
+        ),
+        "raid[0].drives[1]: 'raid9' is not a drive of dbhost"
+        " (have: nvme, ssd, hdd10k, hdd7200, raid1, raid2, raid3, raid4)",
+    ),
+    (
+        "raid set named like a drive",
+        with_(
+            filesystems=[{"fs": "btrfs"}],
+            raid=[{"name": "ssd", "drives": ["raid1", "raid2"], "level": "raid1"}],
+        ),
+        "raid[0].name: 'ssd' is a drive of dbhost; a RAID set needs its own name",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"), [(d, e) for _, d, e in INVENTORY_BAD], ids=[n for n, _, _ in INVENTORY_BAD]
+)
+def test_scenario_against_inventory(tmp_path: Path, doc: dict[str, Any], expected: str) -> None:
+    path = write(tmp_path, doc)
+    inventory = copy.deepcopy(INVENTORY)
+    clients = inventory["all"]["children"]["clients"]["hosts"]
+    for name in list(clients)[2:]:
+        del clients[name]
+    s = sc.load(path)
+    with pytest.raises(DrivelabError) as info:
+        sc.validate_against_inventory(s, inventory, path)
+    assert str(info.value) == f"{path}: {expected}"
+
+
+def test_missing_file_and_missing_size(tmp_path: Path) -> None:
+    with pytest.raises(DrivelabError, match=r"^.*/nope\.yml: no such file$"):
+        sc.load(tmp_path / "nope.yml")
+    path = write(tmp_path, with_(sizes={"lab": {"repetitions": 2}}))
+    with pytest.raises(DrivelabError) as info:
+        sc.load(path, "huge")
+    assert str(info.value) == f"{path}: sizes: no size 'huge' (have: lab)"
+
+
+def test_inventory_without_db_host() -> None:
+    s = sc.parse(BASE, "x.yml")
+    with pytest.raises(DrivelabError, match=r"^inventory: no host in group db$"):
+        sc.validate_against_inventory(s, {"all": {"children": {}}}, "x.yml")
+
+
+# --- sizes and values ------------------------------------------------------------------------
+
+
+def test_size_merges_mappings_and_replaces_lists(tmp_path: Path) -> None:
+    doc = with_(
+        workload={"scale": [100, 200], "duration": 500, "clients_per_host": 10},
+        sizes={"lab": {"workload": {"scale": [5], "duration": 15}, "repetitions": 3}},
+    )
+    path = write(tmp_path, doc)
+    full, lab = sc.load(path), sc.load(path, "lab")
+    assert (full.workload.scale, full.workload.duration, full.repetitions) == ([100, 200], 500, 2)
+    assert (lab.workload.scale, lab.workload.duration, lab.repetitions) == ([5], 15, 3)
+    assert lab.workload.clients_per_host == 10  # kept from the document
+
+
+def test_scalars_and_yaml_booleans(tmp_path: Path) -> None:
+    text = "name: t\ndrives: [ssd]\nworkload: {scale: 7, transactions: 100}\nhosts: 2\nwrite_cache: [on, off]\n"
+    s = sc.load(write(tmp_path, text))
+    assert (s.workload.scale, s.hosts, s.write_cache) == ([7], [2], ["on", "off"])
+    assert s.pretests.model_dump() == {"fio": False, "pg_test_fsync": False}
+
+
+def test_custom_script_resolves_next_to_the_file(tmp_path: Path) -> None:
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "mine.sql").write_text("SELECT 1;\n")
+    s = sc.load(write(tmp_path, workload(mode="custom", script="sql/mine.sql")))
+    cell = sc.expand(s, INVENTORY)[0].cell
+    assert cell.pgbench.script == str((tmp_path / "sql" / "mine.sql").resolve())
+    assert cell.pgbench.extra_vars()["pgbench_run_script"] == cell.pgbench.script
+    assert cell.cell_id.endswith("-custom")
+
+
+# --- expansion -------------------------------------------------------------------------------
+
+
+def test_expansion_order_and_counts() -> None:
+    s = sc.parse(
+        with_(
+            drives=["ssd", "hdd7200"],
+            filesystems=[
+                {"fs": "xfs"},
+                {"fs": "ext4", "mkfs_options": ["-E", "lazy_itable_init=0"]},
+            ],
+            placement=["tablespace", "cluster"],
+            workload={"scale": [5, 10], "duration": 15},
+            hosts=[1, 2],
+            write_cache=["on", "off"],
+        ),
+        "x.yml",
+    )
+    cells = sc.expand(s, INVENTORY)
+    assert len(cells) == 2 * 2 * 2 * 2 * 2 * 2
+    assert [c.index for c in cells] == list(range(1, 65))
+    assert {c.total for c in cells} == {64}
+    keys = [
+        (
+            c.cell.drive,
+            c.cell.filesystem,
+            c.cell.placement,
+            c.cell.scale,
+            len(c.cell.hosts),
+            c.write_cache,
+        )
+        for c in cells
+    ]
+    order = {
+        "ssd": 0,
+        "hdd7200": 1,
+        "xfs": 0,
+        "ext4": 1,
+        "tablespace": 0,
+        "cluster": 1,
+        "on": 0,
+        "off": 1,
+    }
+    assert keys == sorted(
+        keys, key=lambda k: (order[k[0]], order[k[1]], order[k[2]], k[3], k[4], order[k[5]])
+    )
+    # each filesystem is made once: one contiguous run of cells per drive request
+    runs = [c.drive_request[0]["name"] + c.drive_request[0]["fs"] for c in cells]
+    assert len([r for i, r in enumerate(runs) if i == 0 or runs[i - 1] != r]) == 4
+    assert len({c.cell_id for c in cells}) == 64
+    assert all(c.cell.cell_dir(Path("/r")).name == c.cell_id for c in cells)
+    assert cells[0].cell_id == "ssd-xfs-tablespace-s5-h1-tpcb-wcon"
+    assert cells[0].cell.hosts == ("client1",)
+    assert cells[2].cell.hosts == ("client1", "client2")
+    ext4 = next(c for c in cells if c.cell.filesystem == "ext4")
+    assert ext4.drive_request == [
+        {
+            "name": "ssd",
+            "drives": ["ssd"],
+            "fs": "ext4",
+            "mkfs_options": ["-E", "lazy_itable_init=0"],
+            "mount_options": "noatime",
+            "raid_level": "none",
+            "raid_method": "btrfs",
+        }
+    ]
+
+
+def test_two_drives_two_filesystems_two_repetitions() -> None:
+    s = sc.parse(
+        with_(
+            drives=["nvme", "ssd"],
+            baseline="nvme",
+            filesystems=[{"fs": "ext4"}, {"fs": "xfs"}],
+            hosts=[1],
+        ),
+        "x.yml",
+    )
+    cells = sc.expand(s, INVENTORY)
+    assert [c.cell_id for c in cells] == [
+        "nvme-ext4-tablespace-s5-h1-tpcb",
+        "nvme-xfs-tablespace-s5-h1-tpcb",
+        "ssd-ext4-tablespace-s5-h1-tpcb",
+        "ssd-xfs-tablespace-s5-h1-tpcb",
+    ]
+    assert all(c.repetitions == 2 and c.adaptive is None for c in cells)
+    assert all(c.write_cache == "leave" for c in cells)
+    assert sc.estimate_seconds(cells[0]) == 2 * (15 + 25) + sc.init_seconds(cells[0])
+    text = sc.plan_text(s, cells)
+    assert text.splitlines()[0] == "scenario t: 4 cells x 2 repetitions"
+    assert text.splitlines()[-1].startswith("estimated duration: about ")
+
+
+def test_raid_drive_requests() -> None:
+    s = sc.load(REPO / "scenarios" / "raid.yml")
+    cells = sc.expand(s, INVENTORY)
+    assert [c.cell.drive for c in cells] == ["hdd7200", "r0", "r1", "r10"]
+    members = ["raid1", "raid2", "raid3", "raid4"]
+    assert cells[3].drive_request == [
+        {
+            "name": "r10",
+            "drives": members,
+            "fs": "btrfs",
+            "mkfs_options": [],
+            "mount_options": "noatime",
+            "raid_level": "raid10",
+            "raid_method": "btrfs",
+        }
+    ]
+    assert [c.drive_request[0]["raid_level"] for c in cells] == ["none", "raid0", "raid1", "raid10"]
+    assert all(c.cell.filesystem == "btrfs" for c in cells)
+
+
+def test_btrfs_raid_only_with_btrfs_entries() -> None:
+    s = sc.parse(
+        with_(
+            drives=["ssd"],
+            baseline="ssd",
+            filesystems=[{"fs": "ext4"}, {"fs": "btrfs"}],
+            raid=[
+                {"name": "r1", "drives": ["raid1", "raid2"], "level": "raid1"},
+                {
+                    "name": "m5",
+                    "drives": ["raid1", "raid2", "raid3"],
+                    "level": "raid5",
+                    "method": "mdadm",
+                },
+            ],
+        ),
+        "x.yml",
+    )
+    cells = sc.expand(s, INVENTORY)
+    assert [(c.cell.drive, c.cell.filesystem) for c in cells] == [
+        ("ssd", "ext4"),
+        ("ssd", "btrfs"),
+        ("r1", "btrfs"),
+        ("m5", "ext4"),
+        ("m5", "btrfs"),
+    ]
+    assert cells[3].drive_request[0]["raid_method"] == "mdadm"
+
+
+def test_adaptive_and_pretests() -> None:
+    s = sc.parse(
+        with_(
+            filesystems=[{"fs": "ext4"}, {"fs": "xfs"}],
+            placement=["tablespace", "cluster"],
+            repetitions={"adaptive": {"target_ci_pct": 5, "min": 3, "max": 10}},
+            pretests={"fio": True},
+        ),
+        "x.yml",
+    )
+    cells = sc.expand(s, INVENTORY)
+    assert all(c.adaptive == sc.AdaptivePolicy(5.0, 3, 10) and c.repetitions == 3 for c in cells)
+    with_pretests = [
+        (c.cell.drive, c.cell.filesystem, c.cell.placement) for c in cells if c.pretests
+    ]
+    assert with_pretests == [
+        ("nvme", "ext4", "tablespace"),
+        ("nvme", "xfs", "tablespace"),
+        ("hdd7200", "ext4", "tablespace"),
+        ("hdd7200", "xfs", "tablespace"),
+    ]
+    assert cells[0].pretests == {"fio": True, "pg_test_fsync": False}
+    assert sc.estimate_seconds(cells[0]) == 10 * 40 + sc.init_seconds(cells[0]) + 120
+    assert "3 to 10 repetitions" in sc.plan_text(s, cells)
+
+
+def test_transactions_estimate() -> None:
+    s = sc.parse(workload(duration=None, transactions=1000), "x.yml")
+    cell = sc.expand(s, INVENTORY)[0]
+    assert (cell.cell.pgbench.duration, cell.cell.pgbench.transactions) == (0, 1000)
+    assert sc.repetition_seconds(cell) == 1000 / sc.TPS_PER_CLIENT_GUESS + 25
+
+
+def test_clients_in_numeric_order() -> None:
+    inventory = copy.deepcopy(INVENTORY)
+    assert sc.client_hosts(inventory)[:3] == ["client1", "client2", "client3"]
+    assert sc.client_hosts(inventory)[-1] == "client16"
+    s = sc.parse(with_(hosts=[10]), "x.yml")
+    assert sc.expand(s, inventory)[0].cell.hosts[-2:] == ("client9", "client10")
+
+
+# --- hypothesis: nothing but DrivelabError ---------------------------------------------------
+
+TEXT = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(
+        ["x; rm -rf /", "$(reboot)", "`id`", "a\nb", "../..", "ü", "🐘", "nvme", "ssd", "raid1", ""]
+    ),
+)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**40), max_value=10**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    TEXT,
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(TEXT, st.integers(), st.none()), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+KEYS = st.sampled_from(
+    [
+        "name",
+        "description",
+        "baseline",
+        "drives",
+        "filesystems",
+        "raid",
+        "placement",
+        "write_cache",
+        "workload",
+        "hosts",
+        "repetitions",
+        "pretests",
+        "sizes",
+        "workload.scale",
+        "workload.duration",
+        "workload.transactions",
+        "workload.mode",
+        "workload.script",
+        "workload.clients_per_host",
+        "workload.init_options",
+        "repetitions.adaptive",
+        "sizes.lab",
+        "sizes.lab.workload",
+        "raid.0",
+        "filesystems.0",
+        "bogus",
+        "workload.bogus",
+    ]
+)
+
+
+def _set(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    """Sets doc[a][b]... to value, making (or replacing by) mappings and lists on the way."""
+    node: Any = doc
+    parts = [int(p) if p.isdigit() else p for p in dotted.split(".")]
+    for step, nxt in zip(parts, [*parts[1:], None], strict=True):
+        part = step
+        if isinstance(step, int):  # the parent is a list here
+            node[:] = node or [None]
+            part = 0
+        if nxt is None:
+            node[part] = value
+            return
+        child = node[part] if isinstance(node, list) else node.get(part)
+        want = list if isinstance(nxt, int) else dict
+        if not isinstance(child, want):
+            child = want()
+            node[part] = child
+        node = child
+
+
+def _valid_start() -> dict[str, Any]:
+    return with_(
+        filesystems=[{"fs": "btrfs"}],
+        raid=[{"name": "r1", "drives": ["raid1", "raid2"], "level": "raid1"}],
+        sizes={"lab": {"workload": {"scale": [1]}}},
+    )
+
+
+def _survives(doc: Any, tmp: Path) -> None:
+    for attempt in (
+        lambda: sc.parse(doc, "x.yml", size="lab", base=tmp),
+        lambda: _via_file(doc, tmp),
+    ):
+        try:
+            s = attempt()
+            sc.validate_against_inventory(s, INVENTORY, "x.yml")
+            cells = sc.expand(s, INVENTORY)
+            sc.plan_text(s, cells)
+        except DrivelabError as exc:
+            assert "\n" not in str(exc)
+
+
+def _via_file(doc: Any, tmp: Path) -> sc.Scenario:
+    path = tmp / "h.yml"
+    try:
+        path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    except (yaml.YAMLError, UnicodeEncodeError):
+        path.write_text("name: [\n", encoding="utf-8")
+    return sc.load(path)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(changes=st.lists(st.tuples(KEYS, VALUES), max_size=4))
+def test_hypothesis_mutated_scenarios(tmp_path: Path, changes: list[tuple[str, Any]]) -> None:
+    doc = _valid_start()
+    for key, value in changes:
+        _set(doc, key, value)
+    _survives(doc, tmp_path)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(doc=VALUES)
+def test_hypothesis_random_documents(tmp_path: Path, doc: Any) -> None:
+    _survives(doc, tmp_path)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(max_size=200))
+def test_hypothesis_random_text(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "t.yml"
+    path.write_text(text, encoding="utf-8")
+    try:
+        sc.load(path)
+    except DrivelabError as exc:
+        assert "\n" not in str(exc)
