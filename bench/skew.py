@@ -22,7 +22,7 @@ from _report import machine_note, update_section
 REPO = Path(__file__).resolve().parent.parent
 DRIVELAB = str(Path(sys.executable).parent / "drivelab")
 SIZES = (2, 4, 8, 16)
-REPEATS = 3
+REPEATS = 2
 
 
 def main() -> None:

@@ -119,20 +119,20 @@ class Session:
             self.console.print(f"{head}: all {want} repetitions stored, skipped")
             self.done += want
             return
-        if planned.drive_request != self.last_request:
-            runner.prepare_drives(
-                planned.drive_request,
-                facts_dir=cell.cell_dir() / "db",
-                write_cache=planned.write_cache,
-                inventory=self.inv_path,
-                stream=self.args.verbose,
-            )
-            self.last_request = planned.drive_request
+        try:
+            self.prepare(planned)
+        except DrivelabError as err:
+            # a refused drive, an md set where md is absent, a failed init: this cell is
+            # not run, the others are (unless --fail-fast)
+            self.problems += 1
+            self.console.print(f"{head}: not run: {err}")
+            if self.args.fail_fast:
+                raise
+            return
         skip = write_cache_skip(cell.cell_dir() / "db")
         if planned.write_cache in ("on", "off") and skip:
             self.console.print(f"{head}: skipped: {skip}")
             return
-        runner.prepare_database(cell, inventory=self.inv_path, stream=self.args.verbose)
         tps = list(stored_tps(cell).values())
         for rep in range(want):
             if have.get(rep) == "complete":
@@ -148,6 +148,20 @@ class Session:
             self.console.print(
                 f"{head}: {len(tps)} complete runs, 95% CI ±{ci_pct(tps):.1f}% of the mean"
             )
+
+    def prepare(self, planned) -> None:
+        cell = planned.cell
+        if planned.drive_request != self.last_request:
+            self.last_request = None
+            runner.prepare_drives(
+                planned.drive_request,
+                facts_dir=cell.cell_dir() / "db",
+                write_cache=planned.write_cache,
+                inventory=self.inv_path,
+                stream=self.args.verbose,
+            )
+            self.last_request = planned.drive_request
+        runner.prepare_database(cell, inventory=self.inv_path, stream=self.args.verbose)
 
     def run_one(self, planned, rep: int, head: str, tps: list[float]) -> None:
         cell = planned.cell
