@@ -153,13 +153,23 @@ class Session:
         cell = planned.cell
         if planned.drive_request != self.last_request:
             self.last_request = None
-            runner.prepare_drives(
-                planned.drive_request,
-                facts_dir=cell.cell_dir() / "db",
-                write_cache=planned.write_cache,
-                inventory=self.inv_path,
-                stream=self.args.verbose,
-            )
+            drives = {
+                "facts_dir": cell.cell_dir() / "db",
+                "write_cache": planned.write_cache,
+                "inventory": self.inv_path,
+                "stream": self.args.verbose,
+            }
+            try:
+                runner.prepare_drives(planned.drive_request, **drives)
+            except DrivelabError as err:
+                if "holds PostgreSQL data" not in str(err):
+                    raise
+                # drivelab's own databases from an earlier cell are on the drive: release
+                # them (and only them), then the gate lets it be reformatted
+                names = [r["name"] for r in planned.drive_request]
+                self.console.print(f"releasing drivelab's PostgreSQL data on {', '.join(names)}")
+                runner.release(names, inventory=self.inv_path, stream=self.args.verbose)
+                runner.prepare_drives(planned.drive_request, **drives)
             self.last_request = planned.drive_request
         runner.prepare_database(cell, inventory=self.inv_path, stream=self.args.verbose)
 

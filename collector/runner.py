@@ -143,6 +143,15 @@ def prepare_drives(
     return run_playbook("drives.yml", extra, inventory=inventory, stream=stream, what="drives")
 
 
+def release(
+    filesystems: list[str], *, inventory: Path | None = None, stream: bool = False
+) -> PlaybookResult:
+    """Drops drivelab's own databases, tablespaces and clusters on these filesystems, so
+    that the gate lets them be reformatted."""
+    extra = {"pgbench_database_release": list(filesystems)}
+    return run_playbook("release.yml", extra, inventory=inventory, stream=stream, what="release")
+
+
 def prepare_database(
     cell: Cell, *, inventory: Path | None = None, stream: bool = False, root: Path | None = None
 ) -> PlaybookResult:
