@@ -27,7 +27,12 @@ class CallbackModule(CallbackBase):
         if not path:
             return
         res = result._result
-        msg = res.get("msg") or res.get("stderr") or res.get("reason") or "failed"
+        # a loop task reports "One or more items failed": the items say why
+        items = [r for r in res.get("results") or [] if isinstance(r, dict) and r.get("failed")]
+        if items:
+            msg = "; ".join(str(r.get("msg") or r.get("stderr") or "failed") for r in items)
+        else:
+            msg = res.get("msg") or res.get("stderr") or res.get("reason") or "failed"
         if isinstance(msg, list):
             msg = "; ".join(str(m) for m in msg)
         line = {
