@@ -10,7 +10,6 @@ remove the filesystem without wipe: true.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import subprocess
@@ -18,7 +17,15 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.drivelab_gate import Refusal, check, mounts, pg_paths, signatures
+from ansible.module_utils.drivelab_gate import (
+    Refusal,
+    check,
+    mounts,
+    own_marks,
+    own_records,
+    pg_paths,
+    signatures,
+)
 
 DOCUMENTATION = r"""
 module: drive_format
@@ -46,15 +53,6 @@ def sh(argv):
     if proc.returncode != 0:
         raise Refusal(f"{' '.join(argv)}: {(proc.stderr or proc.stdout).strip()}")
     return proc.stdout
-
-
-def records(state_dir):
-    out = {}
-    for path in glob.glob(os.path.join(state_dir, "*.json")):
-        with open(path, encoding="utf-8") as fh:
-            rec = json.load(fh)
-        out[rec["name"]] = rec
-    return out
 
 
 def write_record(state_dir, rec):
@@ -103,11 +101,8 @@ def main():
     p = module.params
     name, members, fs, level = p["name"], p["members"], p["fs"], p["raid_level"]
     point = os.path.join(p["mount_root"], name)
-    recs = records(p["state_dir"])
-    own_uuids = [r["uuid"] for r in recs.values()] + [
-        r.get("md_uuid") for r in recs.values() if r.get("md_uuid")
-    ]
-    own_mounts = {os.path.join(p["mount_root"], n): n for n in recs}
+    recs = own_records(p["state_dir"])
+    own_uuids, own_mounts = own_marks(recs, p["mount_root"])
     protected = pg_paths() + p["protected_paths"]
     label = f"drivelab-{name}"[: LABEL_MAX[fs]]
     want = {

@@ -4,12 +4,8 @@ anything drivelab must not format. Reads only; runs the same in check mode."""
 
 from __future__ import annotations
 
-import glob
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.drivelab_gate import Refusal, check, pg_paths
+from ansible.module_utils.drivelab_gate import Refusal, check, own_marks, own_records, pg_paths
 
 DOCUMENTATION = r"""
 module: drive_gate
@@ -22,15 +18,6 @@ options:
   state_dir: {description: where drivelab records the filesystems it made, type: path, required: true}
   mount_root: {description: drivelab's own mount points live here, type: path, required: true}
 """
-
-
-def own_records(state_dir):
-    records = {}
-    for path in glob.glob(os.path.join(state_dir, "*.json")):
-        with open(path, encoding="utf-8") as fh:
-            rec = json.load(fh)
-        records[rec["name"]] = rec
-    return records
 
 
 def main():
@@ -46,9 +33,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    records = own_records(p["state_dir"])
-    own_uuids = [r["uuid"] for r in records.values()]
-    own_mounts = {os.path.join(p["mount_root"], name): name for name in records}
+    own_uuids, own_mounts = own_marks(own_records(p["state_dir"]), p["mount_root"])
     protected = pg_paths() + p["protected_paths"]
     facts, refusals = [], []
     for name in dict.fromkeys(p["drives"]):

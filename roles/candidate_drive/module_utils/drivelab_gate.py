@@ -250,6 +250,32 @@ def pg_paths():
     return paths
 
 
+def own_records(state_dir):
+    """{name: record} of the filesystems drivelab made (state_dir/<name>.json). The
+    write cache originals kept in the same folder (wcache-*.json) are not records."""
+    records = {}
+    try:
+        names = sorted(os.listdir(state_dir))
+    except FileNotFoundError:
+        return records
+    for entry in names:
+        if not entry.endswith(".json") or entry.startswith(("wcache-", ".")):
+            continue
+        with open(os.path.join(state_dir, entry), encoding="utf-8") as fh:
+            rec = json.load(fh)
+        if isinstance(rec, dict) and rec.get("name") and rec.get("uuid"):
+            records[rec["name"]] = rec
+    return records
+
+
+def own_marks(records, mount_root):
+    """What makes a filesystem drivelab's own: its UUIDs (md arrays too) and mount points."""
+    uuids = [r["uuid"] for r in records.values()] + [
+        r["md_uuid"] for r in records.values() if r.get("md_uuid")
+    ]
+    return uuids, {os.path.join(mount_root, name): name for name in records}
+
+
 def check(drive, inventory, *, min_size=0, protected_paths=(), own_uuids=(), own_mounts=None):
     """Checks one candidate drive. Returns a dict of facts when it may be formatted;
     raises Refusal (one line: device and reason) when it may not.
