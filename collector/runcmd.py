@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -19,11 +20,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from collector import runner
+from collector import pretest, runner
 from collector.errors import DrivelabError
 from collector.gather import gather_run, record
 from collector.paths import LOCAL_INVENTORY, REPO, results_dir
 from collector.playbook import ansible_bin
+from collector.report import PRETEST_PREFIXES
 from collector.stats import summarize
 from collector.store import Store
 
@@ -171,7 +173,40 @@ class Session:
                 runner.release(names, inventory=self.inv_path, stream=self.args.verbose)
                 runner.prepare_drives(planned.drive_request, **drives)
             self.last_request = planned.drive_request
+        if planned.pretests:
+            self.pretests(planned)
         runner.prepare_database(cell, inventory=self.inv_path, stream=self.args.verbose)
+
+    def pretests(self, planned) -> None:
+        """The drive's raw pre-tests, once per cell that carries them (just formatted):
+        skipped when the store has them from an earlier attempt, stored in one go."""
+        cell = planned.cell
+        with Store.open(self.db_path) as store:
+            sid = store.add_scenario(cell.scenario)
+            if any(
+                s.labels.get("cell") == cell.cell_id
+                for p in PRETEST_PREFIXES
+                for s in store.samples(sid, metric_prefix=p)
+            ):
+                self.console.print(f"{cell.cell_id}: pre-tests stored earlier, skipped")
+                return
+        out = cell.cell_dir() / "pretests"
+        if out.exists():
+            shutil.rmtree(out)  # a cut-off attempt's outputs: run again from scratch
+        started = time.monotonic()
+        self.console.print(f"{cell.cell_id}: raw pre-tests ({_pretest_kinds(planned)})")
+        runner.run_pretests(
+            planned.drive_request, planned.pretests, out, inventory=self.inv_path,
+            stream=self.args.verbose,
+        )  # fmt: skip
+        labels = {"cell": cell.cell_id, "filesystem": cell.filesystem}
+        samples = pretest.collect(out, labels)
+        with Store.open(self.db_path) as store:
+            store.add_samples(samples, scenario_id=store.add_scenario(cell.scenario))
+        self.console.print(
+            f"{cell.cell_id}: pre-tests done in {time.monotonic() - started:.0f} s,"
+            f" {len(samples)} figures stored"
+        )
 
     def run_one(self, planned, rep: int, head: str, tps: list[float]) -> None:
         cell = planned.cell
@@ -231,6 +266,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     cmd_report(report_args)
     return 0
+
+
+def _pretest_kinds(planned) -> str:
+    return " and ".join(k for k in ("fio", "pg_test_fsync") if planned.pretests[k])
 
 
 def enough(tps: list[float], policy) -> bool:

@@ -143,6 +143,29 @@ def prepare_drives(
     return run_playbook("drives.yml", extra, inventory=inventory, stream=stream, what="drives")
 
 
+def run_pretests(
+    request: list[dict[str, Any]],
+    pretests: dict[str, Any],
+    out_dir: Path,
+    *,
+    inventory: Path | None = None,
+    stream: bool = False,
+) -> PlaybookResult:
+    """fio and pg_test_fsync on the mounted filesystems of ``request`` (the scenario's
+    :class:`~collector.scenario.Pretests` as a dict); outputs land in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    extra = {
+        "drive_pretest_request": [{"name": r["name"], "drives": r["drives"]} for r in request],
+        "drive_pretest_fio": bool(pretests["fio"]),
+        "drive_pretest_fsync": bool(pretests["pg_test_fsync"]),
+        "drive_pretest_runtime": int(pretests["runtime"]),
+        "drive_pretest_fsync_seconds": int(pretests["fsync_seconds"]),
+        "drive_pretest_write_cache": pretests["write_cache"],
+        "drive_pretest_out_dir": str(out_dir),
+    }
+    return run_playbook("fio.yml", extra, inventory=inventory, stream=stream, what="pretests")
+
+
 def release(
     filesystems: list[str], *, inventory: Path | None = None, stream: bool = False
 ) -> PlaybookResult:

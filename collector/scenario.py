@@ -61,7 +61,8 @@ OVERHEAD_PER_REPETITION = 25.0  # cold start, synchronized start, fetch, gather
 INIT_FIXED = 10.0  # database.yml without pgbench -i
 INIT_PER_SCALE_PER_HOST = 0.5  # pgbench -i, one client at a time
 TPS_PER_CLIENT_GUESS = 100.0  # only for -t workloads: how long N transactions take
-PRETEST_SECONDS = {"fio": 120.0, "pg_test_fsync": 80.0}
+#: fixed part of the pre-tests: fio lays its file out, both connect and clean up
+PRETEST_SECONDS = {"fio": 20.0, "pg_test_fsync": 5.0}
 
 
 def _show(value: Any, limit: int = 40) -> str:
@@ -210,6 +211,15 @@ Repetitions = Annotated[
 class Pretests(Strict):
     fio: bool = False
     pg_test_fsync: bool = False
+    #: seconds per fio job (10 jobs per write cache state)
+    runtime: int = Field(30, ge=1, le=3600)
+    #: seconds per pg_test_fsync test (-s; about 16 tests)
+    fsync_seconds: int = Field(5, ge=1, le=600)
+    #: both: write cache on and off where the drive allows; leave: as it is
+    write_cache: Literal["both", "leave"] = "both"
+
+    def enabled(self) -> bool:
+        return self.fio or self.pg_test_fsync
 
 
 def _pretests(value: Any) -> Any:
@@ -220,7 +230,8 @@ def _pretests(value: Any) -> Any:
     if isinstance(value, dict):
         return value
     raise ValueError(
-        f"must be false, true or {{fio: bool, pg_test_fsync: bool}} (got {_show(value)})"
+        "must be false, true or {fio: bool, pg_test_fsync: bool, runtime: s, fsync_seconds: s,"
+        f" write_cache: both|leave}} (got {_show(value)})"
     )
 
 
@@ -678,9 +689,9 @@ class PlannedCell:
     #: repetitions to run (adaptive: the first ``adaptive.min``)
     repetitions: int
     adaptive: AdaptivePolicy | None
-    #: {"fio": bool, "pg_test_fsync": bool} on the first cell of each drive and
-    #: filesystem (just formatted), {} on the others
-    pretests: dict[str, bool]
+    #: the scenario's :class:`Pretests` as a dict on the first cell of each drive and
+    #: filesystem (just formatted) when it asks for any, {} on the others
+    pretests: dict[str, Any]
     index: int  # 1-based position in the run order
     total: int
 
@@ -728,7 +739,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
         reps = a.min
     else:
         adaptive, reps = None, s.repetitions
-    pretests = s.pretests.model_dump()
+    pretests = s.pretests.model_dump() if s.pretests.enabled() else {}
     rows: list[tuple[ScenarioCell, list[dict[str, Any]], str, dict[str, bool]]] = []
     for name, rset in s.units():
         for fs in s.filesystems:
@@ -755,7 +766,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
                                     cell,
                                     _request(name, rset, fs),
                                     wc,
-                                    pretests if first and any(pretests.values()) else {},
+                                    pretests if first else {},
                                 )
                             )
                             first = False
@@ -791,10 +802,19 @@ def repetition_seconds(cell: PlannedCell) -> float:
     return run + OVERHEAD_PER_REPETITION
 
 
+def pretest_seconds(pretests: dict[str, Any]) -> float:
+    """Rough time of a drive's pre-tests, one write cache state (layout included)."""
+    if not pretests:
+        return 0.0
+    fio = 10 * (pretests["runtime"] + 1) + PRETEST_SECONDS["fio"] if pretests["fio"] else 0
+    fsync = 16 * pretests["fsync_seconds"] + PRETEST_SECONDS["pg_test_fsync"]
+    return fio + (fsync if pretests["pg_test_fsync"] else 0)
+
+
 def estimate_seconds(cell: PlannedCell) -> float:
     """Rough: repetitions x (duration + 25 s) + database init + pretests (adaptive: at most)."""
     reps = cell.adaptive.max if cell.adaptive else cell.repetitions
-    pre = sum(PRETEST_SECONDS[k] for k, on in cell.pretests.items() if on)
+    pre = pretest_seconds(cell.pretests)
     return reps * repetition_seconds(cell) + init_seconds(cell) + pre
 
 
@@ -838,8 +858,10 @@ def plan_text(s: Scenario, cells: list[PlannedCell]) -> str:
             extra.append(f"{req['raid_method']} {req['raid_level']} of {'+'.join(req['drives'])}")
         if c.write_cache != "leave":
             extra.append(f"write cache {c.write_cache}")
-        if any(c.pretests.values()):
-            extra.append("pretests " + "+".join(k for k, on in c.pretests.items() if on))
+        if c.pretests:
+            extra.append(
+                "pretests " + "+".join(k for k in ("fio", "pg_test_fsync") if c.pretests[k])
+            )
         note = f"  ({'; '.join(extra)})" if extra else ""
         lines.append(
             f"{c.index:>2}/{c.total:<2}  {c.cell_id:<{width}}  {hosts:<18}  {rep:>4}  "

@@ -18,6 +18,7 @@ import matplotlib as mpl
 from matplotlib.figure import Figure
 
 from collector import __version__
+from collector.pretest import summarize
 from collector.records import RunStatus
 from collector.report import (
     ScenarioView,
@@ -26,6 +27,7 @@ from collector.report import (
     fmt_runs,
     fmt_tps,
 )
+from collector.report.terminal import PRETEST_COLUMNS, pretest_rows
 from collector.units import human_size
 
 mpl.rcParams["svg.fonttype"] = "path"
@@ -161,6 +163,32 @@ def plot_telemetry(view: ScenarioView) -> list[tuple[str, str]]:
         ax.grid(alpha=0.3)
         out.append((metric, _svg(fig)))
     return out
+
+
+def plot_sweep(view: ScenarioView) -> str | None:
+    """Random-read throughput against block size (queue depth 1), one line per drive
+    and write cache state, log-log."""
+    rows = [p for p in summarize(view.pretests) if p.sweep_bps]
+    if not rows:
+        return None
+    fig = Figure(figsize=(9, 3.2))
+    ax = fig.subplots()
+    for p in rows:
+        sizes = sorted(p.sweep_bps)
+        ax.plot(
+            [b / 1024 for b in sizes],
+            [p.sweep_bps[b] / 1e6 for b in sizes],
+            marker="o",
+            label=f"{p.drive} (write cache {p.write_cache})",
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_title("block-size sweep: random reads, queue depth 1")
+    ax.set_xlabel("block size, KiB")
+    ax.set_ylabel("MB/s")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _svg(fig)
 
 
 def _table(headers: list[str], rows: list[list[str]], num_from: int = 2) -> str:
@@ -317,21 +345,11 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
             parts.append("<h3>Device telemetry</h3>")
             parts += [f"<figure>{svg}</figure>" for _, svg in tele]
         if view.pretests:
-            parts.append("<h3>Pre-tests (fio, pg_test_fsync)</h3>")
-            parts.append(
-                _table(
-                    ["metric", "labels", "value", "unit"],
-                    [
-                        [
-                            s.metric,
-                            ", ".join(f"{k}={v}" for k, v in s.labels.items()),
-                            f"{s.value:,.6g}",
-                            s.unit,
-                        ]
-                        for s in view.pretests
-                    ],
-                )
-            )
+            parts.append("<h3>Raw drive pre-tests (fio direct I/O, pg_test_fsync)</h3>")
+            parts.append(_table(list(PRETEST_COLUMNS), pretest_rows(view)))
+            sweep = plot_sweep(view)
+            if sweep:
+                parts.append(f"<figure>{sweep}</figure>")
         # run facts are per run (the Database table shows them); device facts repeat per run
         env = dict.fromkeys(
             (f.scope, f.host or "", f.key, str(f.value)) for f in view.facts if f.scope != "run"

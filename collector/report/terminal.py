@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from collector.pretest import summarize
 from collector.records import RunStatus
 from collector.report import ScenarioView, fmt_ms, fmt_ratio, fmt_runs, fmt_tps
 
@@ -39,6 +40,54 @@ def table(view: ScenarioView) -> Table:
     return t
 
 
+def _num(value: float | None, scale: float = 1.0, fmt: str = ",.0f") -> str:
+    return "-" if value is None else format(value / scale, fmt)
+
+
+PRETEST_COLUMNS = (
+    "drive",
+    "write cache",
+    "seq read MB/s",
+    "seq write MB/s",
+    "4k rand read IOPS qd1/qd32",
+    "4k rand write IOPS qd1/qd32",
+    "access ms mean/p99",
+    "fdatasync /s",
+)
+
+
+def pretest_rows(view: ScenarioView) -> list[list[str]]:
+    """The device figures per drive and write cache state (fio, pg_test_fsync)."""
+    rows = []
+    order = {d: i for i, d in enumerate(view.drives)}
+    for p in sorted(summarize(view.pretests), key=lambda p: (order.get(p.drive, 99), p.drive)):
+        rows.append(
+            [
+                p.drive,
+                p.write_cache,
+                _num(p.seq_read_bps, 1e6, ",.1f"),
+                _num(p.seq_write_bps, 1e6, ",.1f"),
+                f"{_num(p.rand_read_qd1)} / {_num(p.rand_read_qd32)}",
+                f"{_num(p.rand_write_qd1)} / {_num(p.rand_write_qd32)}",
+                f"{_num(p.latency_mean_s, 1e-3, '.3f')} / {_num(p.latency_p99_s, 1e-3, '.3f')}",
+                _num(p.fsync_per_s, 1.0, ",.0f"),
+            ]
+        )
+    return rows
+
+
+def pretest_table(view: ScenarioView) -> Table | None:
+    rows = pretest_rows(view)
+    if not rows:
+        return None
+    t = Table(title=f"{view.info.name}: raw drive pre-tests (fio direct I/O, pg_test_fsync)")
+    for i, col in enumerate(PRETEST_COLUMNS):
+        t.add_column(col, justify="left" if i < 2 else "right")
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
 def notes(view: ScenarioView) -> list[str]:
     """One line per run that was not averaged in, with its reason."""
     out = []
@@ -66,6 +115,9 @@ def publish(views: list[ScenarioView], console: Console | None = None) -> None:
     console = console or Console()
     for view in views:
         console.print(table(view))
+        pre = pretest_table(view)
+        if pre is not None:
+            console.print(pre)
         for line in notes(view):
             console.print(f"  [yellow]note[/yellow] {line}", highlight=False)
         for line in warnings(view):

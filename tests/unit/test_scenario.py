@@ -270,9 +270,15 @@ BAD: list[tuple[str, Any, str]] = [
         "pretests.pg_test_sync: unknown key (did you mean 'pg_test_fsync'?)",
     ),
     (
+        "pretests runtime 0",
+        with_(pretests={"fio": True, "runtime": 0}),
+        "pretests.runtime: must be at least 1 (got 0)",
+    ),
+    (
         "pretests a string",
         with_(pretests="yes"),
-        "pretests: must be false, true or {fio: bool, pg_test_fsync: bool} (got 'yes')",
+        "pretests: must be false, true or {fio: bool, pg_test_fsync: bool, runtime: s,"
+        " fsync_seconds: s, write_cache: both|leave} (got 'yes')",
     ),
     (
         "size typo",
@@ -396,7 +402,7 @@ def test_scalars_and_yaml_booleans(tmp_path: Path) -> None:
     text = "name: t\ndrives: [ssd]\nworkload: {scale: 7, transactions: 100}\nhosts: 2\nwrite_cache: [on, off]\n"
     s = sc.load(write(tmp_path, text))
     assert (s.workload.scale, s.hosts, s.write_cache) == ([7], [2], ["on", "off"])
-    assert s.pretests.model_dump() == {"fio": False, "pg_test_fsync": False}
+    assert not s.pretests.enabled()
 
 
 def test_custom_script_resolves_next_to_the_file(tmp_path: Path) -> None:
@@ -572,8 +578,17 @@ def test_adaptive_and_pretests() -> None:
         ("hdd7200", "ext4", "tablespace"),
         ("hdd7200", "xfs", "tablespace"),
     ]
-    assert cells[0].pretests == {"fio": True, "pg_test_fsync": False}
-    assert sc.estimate_seconds(cells[0]) == 10 * 40 + sc.init_seconds(cells[0]) + 120
+    assert cells[0].pretests == {
+        "fio": True,
+        "pg_test_fsync": False,
+        "runtime": 30,
+        "fsync_seconds": 5,
+        "write_cache": "both",
+    }
+    assert not cells[1].pretests
+    # 10 fio jobs of 30 s + 1 s ramp, plus the layout
+    fio = 10 * 31 + sc.PRETEST_SECONDS["fio"]
+    assert sc.estimate_seconds(cells[0]) == 10 * 40 + sc.init_seconds(cells[0]) + fio
     assert "3 to 10 repetitions" in sc.plan_text(s, cells)
 
 
