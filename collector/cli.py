@@ -23,7 +23,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from collector import gathercmd, labcmd, reportcmd, runcmd  # noqa: PLC0415  (keep --help fast)
+    from collector import gathercmd, labcmd, reportcmd, runcmd, watchcmd  # noqa: PLC0415  (keep --help fast)
 
     parser = OneLineParser(
         prog="drivelab",
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     runcmd.register(sub)
     gathercmd.register(sub)
     reportcmd.register(sub)
+    watchcmd.register(sub)
     return parser
 
 
