@@ -345,6 +345,52 @@ def read_database(db_dir: Path) -> tuple[dict[str, Any], list[Sample]]:
     return facts, samples
 
 
+PG_STAT = "pg_stat-{}.json"
+
+
+def read_buffer_counters(run_dir: Path) -> tuple[dict[str, Any], list[Sample]]:
+    """``pg_stat-before.json`` and ``pg_stat-after.json`` (pg_stat_database of each
+    client database around the run) as the run fact ``db_buffers`` (per database: the
+    deltas of blks_read and blks_hit, and the hit ratio) and samples. Either file
+    missing (an older run, a run cut off before the end): nothing."""
+    snaps = {}
+    for when in ("before", "after"):
+        path = run_dir / PG_STAT.format(when)
+        if not path.exists():
+            return {}, []
+        c = _Checker(path)
+        doc = c.obj(_load_json(path), "")
+        rows = c.get(doc, "databases", (list,))
+        snap = {}
+        for i, item in enumerate(rows):
+            row = c.obj(item, f"databases[{i}]")
+            name = c.get(row, "datname", (str,), f"databases[{i}].")
+            snap[name] = {
+                k: c.get(row, k, _NUMBER, f"databases[{i}].")
+                for k in ("blks_read", "blks_hit", "at", "block_size")
+            }
+        snaps[when] = snap
+    out: dict[str, Any] = {}
+    samples: list[Sample] = []
+    for name, after in snaps["after"].items():
+        before = snaps["before"].get(name)
+        if before is None:
+            continue
+        read = after["blks_read"] - before["blks_read"]
+        hit = after["blks_hit"] - before["blks_hit"]
+        out[name] = {
+            "blks_read": read,
+            "blks_hit": hit,
+            "hit_ratio": hit / (read + hit) if read + hit else None,
+            "block_size": after["block_size"],
+            "seconds": after["at"] - before["at"],
+        }
+        labels = {"database": name}
+        samples.append(Sample("drivelab_db_blks_read", read, "blocks", labels))
+        samples.append(Sample("drivelab_db_blks_hit", hit, "blocks", labels))
+    return ({"db_buffers": out} if out else {}), samples
+
+
 def read_device_facts(db_dir: Path, db_host: str | None) -> list[ScopedFacts]:
     """Every other ``db/*.json``: one ``device`` fact per file, keyed by the filesystem
     (``dbhost-nvme.json`` -> key ``nvme``), the host being the file's prefix."""
@@ -518,6 +564,9 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     meta = read_meta(run_dir)
     db_dir = run_dir / DB_DIR
     db_facts, samples = read_database(db_dir)
+    buffer_facts, buffer_samples = read_buffer_counters(run_dir)
+    db_facts.update(buffer_facts)
+    samples += buffer_samples
     device = read_device_facts(db_dir, meta.db_host)
     clients = [gather_client(run_dir, host, meta) for host in meta.client_hosts]
     results = tuple(c.result for c in clients)
@@ -573,6 +622,11 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     }
     raw = [RawOutput("run_json", str(meta.path))]
     raw += [RawOutput("db_json", str(p), meta.db_host) for p in sorted(db_dir.glob("*.json"))]
+    raw += [
+        RawOutput("pg_stat_json", str(p), meta.db_host)
+        for w in ("before", "after")
+        if (p := run_dir / PG_STAT.format(w)).exists()
+    ]
     record = RunRecord(
         repetition=meta.repetition,
         status=status,

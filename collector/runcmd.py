@@ -12,11 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -93,6 +98,7 @@ class Session:
         self.args = args
         self.console = console
         self.inv_path = inv_path
+        self.inventory = inventory
         self.db_path = Path(args.db) if args.db else results_dir() / "drivelab.db"
         self.db_host = next(iter(inventory["all"]["children"]["db"]["hosts"]))
         self.clients = sorted(
@@ -177,6 +183,34 @@ class Session:
             self.pretests(planned)
         runner.prepare_database(cell, inventory=self.inv_path, stream=self.args.verbose)
 
+    @contextmanager
+    def live_view(self, planned, rep: int, run_dir: Path, hosts: list[str]) -> Iterator[None]:
+        """Follows the clients' progress lines over SSH while the playbook runs: a live
+        table on a terminal, metrics for Prometheus and `drivelab watch`. Best effort:
+        a client it cannot reach is marked, the results come from the fetched files."""
+        from collector import live  # noqa: PLC0415
+
+        cell = planned.cell
+        targets = []
+        for h in hosts:
+            ssh = ssh_settings(self.inventory, h)
+            if ssh is None:
+                self.console.print(f"live view: no SSH key or known_hosts for {h}: not followed")
+                continue
+            stderr = live.remote_run_dir(run_dir, h) / "stderr.txt"
+            targets.append(live.ClientTarget(h, ssh["host"], str(stderr), ssh["key"],
+                                             ssh["known_hosts"], port=ssh["port"],
+                                             user=ssh["user"]))  # fmt: skip
+        labels = live.RunLabels(cell.scenario, cell.cell_id, str(rep), cell.drive)
+        duration = float(cell.pgbench.duration) if cell.pgbench.duration else None
+        with live.LiveSession(
+            targets, labels, duration, metrics_addr=self.args.metrics_addr,
+            metrics_port=self.args.metrics_port, console=self.console,
+            display=False if self.args.verbose else None,
+        ) as session:  # fmt: skip
+            yield
+            session.wait(timeout=5)
+
     def pretests(self, planned) -> None:
         """The drive's raw pre-tests, once per cell that carries them (just formatted):
         skipped when the store has them from an earlier attempt, stored in one go."""
@@ -213,6 +247,7 @@ class Session:
         run_dir = runner.run_pgbench(
             cell, rep, client_hosts=self.clients, db_host=self.db_host, inventory=self.inv_path,
             stream=self.args.verbose,
+            live=None if self.args.no_live else partial(self.live_view, planned, rep),
         )  # fmt: skip
         gathered = gather_run(run_dir)
         with Store.open(self.db_path) as store:
@@ -268,6 +303,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def ssh_settings(inventory: dict, host: str) -> dict[str, Any] | None:
+    """How Ansible reaches ``host`` (from the inventory file's vars): address, port,
+    user, key file, and the known_hosts file its ssh args name. None: no key or no
+    known_hosts file named (the live view needs both; host keys are never trusted
+    blindly)."""
+    groups = inventory["all"].get("children", {})
+    hv: dict[str, Any] = dict(inventory["all"].get("vars") or {})
+    for g in groups.values():
+        if host in (g.get("hosts") or {}):
+            hv.update(g.get("vars") or {})
+            hv.update((g.get("hosts") or {})[host] or {})
+    args = str(hv.get("ansible_ssh_common_args", "")) + " " + str(hv.get("ansible_ssh_args", ""))
+    known = re.search(r"UserKnownHostsFile=(\S+)", args)
+    key = hv.get("ansible_ssh_private_key_file")
+    if not key or not known:
+        return None
+    return {
+        "host": str(hv.get("ansible_host", host)),
+        "port": int(hv.get("ansible_port", 22)),
+        "user": str(hv.get("ansible_user", "root")),
+        "key": str(key),
+        "known_hosts": known.group(1),
+    }
+
+
 def _pretest_kinds(planned) -> str:
     return " and ".join(k for k in ("fio", "pg_test_fsync") if planned.pretests[k])
 
@@ -318,6 +378,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--fail-fast", action="store_true", help="stop at the first partial or failed run"
     )
+    p.add_argument(
+        "--no-live", action="store_true",
+        help="do not follow the clients live (no live table, no live metrics)",
+    )  # fmt: skip
+    p.add_argument(
+        "--metrics-addr", default="127.0.0.1",
+        help="address the live metrics are served on (default 127.0.0.1)",
+    )  # fmt: skip
+    p.add_argument(
+        "--metrics-port", type=int, default=9479,
+        help="port of the live metrics, for Prometheus and `drivelab watch` (default 9479)",
+    )  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")
     p.set_defaults(func=cmd_run)
 

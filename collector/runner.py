@@ -20,6 +20,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -203,8 +205,11 @@ def run_pgbench(
     root: Path | None = None,
     cold_start: bool = True,
     synchronized: bool = True,
+    live: Callable[[Path, list[str]], AbstractContextManager[Any]] | None = None,
 ) -> Path:
-    """One measured run; returns its run folder (outputs fetched, run.json written)."""
+    """One measured run; returns its run folder (outputs fetched, run.json written).
+    ``live(run_dir, hosts)``, when given, is entered around the playbook (the live view
+    of :mod:`collector.live`: it follows the clients' progress while they run)."""
     run_dir = cell.cell_dir(root) / f"rep-{repetition}"
     if run_dir.exists():
         shutil.rmtree(run_dir)  # an earlier, unfinished attempt at this repetition
@@ -248,14 +253,15 @@ def run_pgbench(
         "pgbench_run_synchronized": synchronized,
         "pgbench_run_hosts": hosts,
     }
-    result = run_playbook(
-        "pgbench.yml",
-        extra,
-        inventory=inventory,
-        stream=stream,
-        what="pgbench",
-        raise_on_failure=False,
-    )
+    with live(run_dir, hosts) if live is not None else nullcontext():
+        result = run_playbook(
+            "pgbench.yml",
+            extra,
+            inventory=inventory,
+            stream=stream,
+            what="pgbench",
+            raise_on_failure=False,
+        )
     failures = list(result.failures)
     if result.returncode != 0 and not failures:
         failures = [

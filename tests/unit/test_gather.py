@@ -700,3 +700,28 @@ def test_html_shows_the_warning_and_the_database(tmp_path):
     text = html.render([view])
     assert WARNING.replace("'", "&#x27;") in text
     assert "system disk" in text and "caps lifted" in text
+
+
+PG_STAT = Path(__file__).resolve().parents[1] / "data" / "pg_stat"
+
+
+def test_buffer_counters_become_deltas_and_hit_ratios():
+    """pg_stat_database around a real 2-client lab run (nvme, scale 2, 10 s)."""
+    facts, samples = gather.read_buffer_counters(PG_STAT)
+    c1 = facts["db_buffers"]["drivelab_client1"]
+    assert (c1["blks_read"], c1["blks_hit"]) == (14202 - 10273, 387482 - 207172)
+    assert c1["hit_ratio"] == pytest.approx(180310 / (180310 + 3929))
+    assert c1["block_size"] == 8192 and 15 < c1["seconds"] < 25
+    assert {(s.metric, s.labels["database"]) for s in samples} == {
+        (m, d)
+        for m in ("drivelab_db_blks_read", "drivelab_db_blks_hit")
+        for d in ("drivelab_client1", "drivelab_client2")
+    }
+
+
+def test_buffer_counters_missing_or_broken(tmp_path):
+    assert gather.read_buffer_counters(tmp_path) == ({}, [])
+    (tmp_path / "pg_stat-before.json").write_text('{"when": "before", "databases": {}}')
+    (tmp_path / "pg_stat-after.json").write_text('{"when": "after", "databases": []}')
+    with pytest.raises(DrivelabError, match=r"pg_stat-before.json: 'databases' must be a list"):
+        gather.read_buffer_counters(tmp_path)
