@@ -2,7 +2,8 @@
 """Remove everything the lab made, found by its names, even after a half-failed up.
 
 Order matters: processes inside lab namespaces and cgroups first (sshd, the sessions
-Ansible's persistent SSH leaves, PostgreSQL, pgbench), then mounts of lab loop devices,
+Ansible's persistent SSH leaves, PostgreSQL, pgbench, node_exporter) and the controller's
+Prometheus (by its pidfile in the lab folder), then mounts of lab loop devices,
 loop devices (retried: a detached loop can linger a moment after umount), cgroups,
 namespaces, the bridge, files. Safe to run twice.
 """
@@ -106,6 +107,24 @@ def lab_pg_clusters(prefix):
     ]
 
 
+def lab_prometheus(dirs):
+    """The pid of the lab's Prometheus (role prometheus_server), from the pidfile
+    prometheus/prometheus.pid in a lab folder; only a live process whose program is
+    prometheus (a stale pidfile's pid may belong to anything by now)."""
+    pids = []
+    for d in dirs:
+        try:
+            with open(os.path.join(d, "prometheus", "prometheus.pid"), encoding="ascii") as fh:
+                pid = int(fh.read().strip())
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv0 = fh.read().split(b"\0")[0]
+        except (OSError, ValueError):
+            continue
+        if pid > 1 and os.path.basename(argv0) == b"prometheus":
+            pids.append(pid)
+    return pids
+
+
 def retry(fn, what, tries=50, delay=0.1):
     last = None
     for _ in range(tries):
@@ -152,6 +171,7 @@ def main():
     ours_bridge = bool(bridge) and bridge[0].get("ifalias") == p["marker"]
     paths = [x for x in p["dirs"] + p["files"] if os.path.lexists(x)]
     clusters = lab_pg_clusters(prefix) if p["pg_clusters"] else []
+    prometheus = lab_prometheus(p["dirs"])
     if module.check_mode:
         todo = (
             namespaces
@@ -160,6 +180,7 @@ def main():
             + mounts
             + paths
             + [c[1] for c in clusters]
+            + [f"prometheus pid {pid}" for pid in prometheus]
         )
         module.exit_json(changed=bool(todo or ours_bridge), would_remove=todo)
     try:
@@ -171,6 +192,8 @@ def main():
         for group in cgroups:
             with open(os.path.join(group, "cgroup.procs"), encoding="ascii") as fh:
                 pids += [int(x) for x in fh.read().split()]
+        # the controller's Prometheus: in no lab namespace, but its data is in a lab folder
+        pids += prometheus
         if pids:
             left = end_pids(sorted(set(pids)))
             if left:
