@@ -109,7 +109,9 @@ class Session:
         self.total = 0
         self.estimate = 0.0
         self.problems = 0
-        self.last_request: list | None = None
+        self.last_request: tuple | None = None
+        self.last_facts_dir: Path | None = None
+        self.prom_url: str | None = None
 
     def progress(self) -> str:
         elapsed = time.monotonic() - self.started
@@ -159,10 +161,14 @@ class Session:
 
     def prepare(self, planned) -> None:
         cell = planned.cell
-        if planned.drive_request != self.last_request:
+        facts_dir = cell.cell_dir() / "db"
+        # the drives stage again when the filesystem request or the write cache changes
+        # (the same request leaves the filesystem as it is: no reformatting)
+        request = (planned.drive_request, planned.write_cache)
+        if request != self.last_request:
             self.last_request = None
             drives = {
-                "facts_dir": cell.cell_dir() / "db",
+                "facts_dir": facts_dir,
                 "write_cache": planned.write_cache,
                 "inventory": self.inv_path,
                 "stream": self.args.verbose,
@@ -178,10 +184,108 @@ class Session:
                 self.console.print(f"releasing drivelab's PostgreSQL data on {', '.join(names)}")
                 runner.release(names, inventory=self.inv_path, stream=self.args.verbose)
                 runner.prepare_drives(planned.drive_request, **drives)
-            self.last_request = planned.drive_request
+            self.last_request = request
+            self.last_facts_dir = facts_dir
+        elif self.last_facts_dir is not None and self.last_facts_dir != facts_dir:
+            # same drives as the previous cell: its device facts hold for this one too
+            facts_dir.mkdir(parents=True, exist_ok=True)
+            for f in self.last_facts_dir.glob("*.json"):
+                if f.name != "database.json":
+                    shutil.copy2(f, facts_dir / f.name)
         if planned.pretests:
             self.pretests(planned)
         runner.prepare_database(cell, inventory=self.inv_path, stream=self.args.verbose)
+
+    def run_telemetry(self, gathered, run_id: int) -> None:
+        """After a run: its per-second device and CPU figures from Prometheus, stored
+        with it, and the verdicts drawn from them (cache defeated or not, client-bound).
+        A problem here is one line: the run itself stands."""
+        from collector import telemetry  # noqa: PLC0415
+
+        run = gathered.run
+        facts = run.facts
+        starts = [c.start for c in run.clients if c.start is not None]
+        ends = [c.end for c in run.clients if c.end is not None]
+        start = min(starts) if starts else run.started_at
+        end = max(ends) if ends else run.ended_at
+        cell = gathered.cell
+        hosts = list(facts.get("client_hosts") or [])
+        try:
+            if start is None or end is None:
+                raise DrivelabError("the run has no start or end time")
+            dev = next(
+                (f.facts[cell.drive] for f in gathered.facts
+                 if f.scope == "device" and cell.drive in f.facts),
+                None,
+            )  # fmt: skip
+            if dev is None:
+                raise DrivelabError(f"no device facts for {cell.drive}")
+            devices = telemetry.devices_from_facts(dev)
+            samples = telemetry.run_telemetry(
+                self.prom_url, start - 1, end + 1, db_instance=self.db_host,
+                client_instances={h: h for h in hosts}, devices=devices, db_host=self.db_host,
+                instance_label="drivelab_host",
+            )  # fmt: skip
+            verdicts: dict[str, Any] = {
+                "telemetry_devices": devices,
+                "telemetry_missing": telemetry.missing(
+                    samples, db_host=self.db_host, clients=hosts, devices=devices
+                ),
+                "client_bound": telemetry.client_bound(samples),
+            }
+            cache = self.cache_verdict(gathered.run_dir, facts, samples, devices)
+            if cache is not None:
+                verdicts["cache"] = cache
+            with Store.open(self.db_path) as store:
+                store.add_samples(samples, run_id=run_id)
+                sid = store.add_scenario(gathered.scenario)
+                store.add_facts(sid, verdicts, scope="run", run_id=run_id)
+        except DrivelabError as err:
+            self.console.print(f"telemetry of {cell.drive} rep {run.repetition}: {err}")
+            return
+        if verdicts["client_bound"]:
+            self.console.print(
+                f"  {telemetry.CLIENT_BOUND_NOTE} ({', '.join(verdicts['client_bound'])})"
+            )
+        if cache is not None:
+            self.console.print(f"  {cache['verdict']}: {cache['reason']}", highlight=False)
+
+    @staticmethod
+    def cache_verdict(run_dir: Path, facts, samples, devices) -> dict[str, Any] | None:
+        from collector import cachedefeat  # noqa: PLC0415
+
+        snaps = {}
+        for when in ("before", "after"):
+            path = run_dir / f"pg_stat-{when}.json"
+            if not path.exists():
+                return None
+            snaps[when] = cachedefeat.counters(json.loads(path.read_text())["databases"])
+        sizes = facts.get("db_sizes_bytes") or {}
+        memory = facts.get("db_memory_bytes")
+        if not sizes or not memory:
+            return None
+        hosts = set(facts.get("client_hosts") or [])
+        keep = {f"drivelab_{h}" for h in hosts}
+        before = {k: v for k, v in snaps["before"].items() if k in keep}
+        after = {k: v for k, v in snaps["after"].items() if k in keep}
+        v = cachedefeat.analyse(
+            before, after, drive_samples=samples, devices=devices,
+            dataset_bytes=int(sum(sizes.values())), memory_bytes=int(memory),
+        )  # fmt: skip
+        return {
+            "verdict": v.verdict,
+            "reason": v.reason,
+            "hit_ratio": v.hit_ratio,
+            "drive_share": v.drive_share,
+            "blks_read": v.blks_read,
+            "blks_hit": v.blks_hit,
+            "drive_read_bytes": v.drive_read_bytes,
+            "dataset_bytes": v.dataset_bytes,
+            "memory_bytes": v.memory_bytes,
+            "clients": {
+                c.client: {"hit_ratio": c.hit_ratio, "blks_read": c.blks_read} for c in v.clients
+            },
+        }
 
     @contextmanager
     def live_view(self, planned, rep: int, run_dir: Path, hosts: list[str]) -> Iterator[None]:
@@ -251,7 +355,9 @@ class Session:
         )  # fmt: skip
         gathered = gather_run(run_dir)
         with Store.open(self.db_path) as store:
-            record(store, gathered)
+            run_id = record(store, gathered)
+        if self.prom_url:
+            self.run_telemetry(gathered, run_id)
         st = gathered.stats()
         self.done += 1
         figure = f"{st.tps:,.1f} tps" if st.tps else "no tps"
@@ -286,6 +392,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     session.estimate = sum(sc.estimate_seconds(c) for c in cells)
     preflight(inv_path, console)
     runner.provision(inventory=inv_path, stream=args.verbose)
+    if not args.no_telemetry:
+        live_target = "" if args.no_live else f"{args.metrics_addr}:{args.metrics_port}"
+        runner.telemetry(live_target=live_target, inventory=inv_path, stream=args.verbose)
+        session.prom_url = prometheus_url(inventory)
+        console.print(f"telemetry: Prometheus at {session.prom_url}")
     console.print(f"provisioned in {time.monotonic() - session.started:.0f} s")
     for planned in cells:
         session.run_cell(planned)
@@ -301,6 +412,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     cmd_report(report_args)
     return 0
+
+
+def prometheus_url(inventory: dict) -> str:
+    """The Prometheus the telemetry playbook set up or checked: the inventory's
+    ``prometheus_server_url``, else drivelab's own at ``prometheus_server_listen``."""
+    hv = inventory["all"].get("vars") or {}
+    url = hv.get("prometheus_server_url")
+    if url:
+        return str(url).rstrip("/")
+    return "http://" + str(hv.get("prometheus_server_listen", "127.0.0.1:9490"))
 
 
 def ssh_settings(inventory: dict, host: str) -> dict[str, Any] | None:
@@ -381,6 +502,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-live", action="store_true",
         help="do not follow the clients live (no live table, no live metrics)",
+    )  # fmt: skip
+    p.add_argument(
+        "--no-telemetry", action="store_true",
+        help="no node_exporter/Prometheus, no device figures or cache verdicts",
     )  # fmt: skip
     p.add_argument(
         "--metrics-addr", default="127.0.0.1",

@@ -127,6 +127,17 @@ def provision(*, inventory: Path | None = None, stream: bool = False) -> Playboo
     return run_playbook("provision.yml", {}, inventory=inventory, stream=stream, what="provision")
 
 
+def telemetry(
+    *, live_target: str = "", inventory: Path | None = None, stream: bool = False
+) -> PlaybookResult:
+    """node_exporter on every host, drivelab's Prometheus on the controller (scraping
+    them and the live exporter at ``live_target``), or the inventory's existing one."""
+    extra = {"prometheus_server_live_target": live_target}
+    return run_playbook(
+        "telemetry.yml", extra, inventory=inventory, stream=stream, what="telemetry"
+    )
+
+
 def prepare_drives(
     request: list[dict[str, Any]],
     *,

@@ -19,6 +19,8 @@ TELEMETRY_PREFIX = "drivelab_device_"
 PRETEST_PREFIXES = ("drivelab_fio_", "drivelab_fsync_")
 #: run facts (``drivelab gather``, from db/database.json) a report shows for each cell
 DATABASE_KEYS = (
+    "cache",
+    "client_bound",
     "wal_placement",
     "db_memory_bytes",
     "db_memory_source",
@@ -74,6 +76,23 @@ def open_store(path) -> Store:
     return store
 
 
+def run_warnings(repetition: int, rf: Mapping[str, Any]) -> list[str]:
+    """What a run's facts warn about: datasets that fit in RAM, a cache not defeated,
+    clients that were CPU-bound."""
+    out = []
+    if rf.get("db_warning"):
+        out.append(str(rf["db_warning"]))
+    cache = rf.get("cache") or {}
+    if cache.get("verdict") == "cache not defeated":
+        out.append(f"run {repetition}: cache not defeated: {cache.get('reason')}")
+    if rf.get("client_bound"):
+        out.append(
+            f"run {repetition}: client-bound: this run measured the client, not the drive"
+            f" ({', '.join(rf['client_bound'])} above 90% CPU)"
+        )
+    return out
+
+
 def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
     """Everything a report shows about scenario ``name``, statistics done."""
     info = store.scenario(name)
@@ -116,8 +135,7 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
             )
             runs.append(rs)
             rf = run_facts.get(run.id, {})
-            if rf.get("db_warning"):
-                warnings[str(rf["db_warning"])] = None
+            warnings.update(dict.fromkeys(run_warnings(run.repetition, rf)))
             database = {k: rf[k] for k in DATABASE_KEYS if k in rf} or database
             if run.status == RunStatus.COMPLETE:
                 hists += [c.histogram for c in clients if c.histogram is not None]
@@ -177,6 +195,20 @@ def fmt_ratio(r: stats.Ratio | None, is_baseline: bool = False) -> str:
     if r.ci_low is None:
         return f"{r.ratio:.2f}x"
     return f"{r.ratio:.2f}x [{r.ci_low:.2f}-{r.ci_high:.2f}]"
+
+
+def fmt_cache(cache: Mapping[str, Any] | None) -> str:
+    """A run's cache figures in one phrase: buffer hit ratio, share of the reads
+    PostgreSQL missed that reached the drive, verdict."""
+    if not cache:
+        return "-"
+    hit = cache.get("hit_ratio")
+    share = cache.get("drive_share")
+    parts = [
+        "hit " + ("-" if hit is None else f"{hit * 100:.1f}%"),
+        "drive " + ("-" if share is None else f"{share * 100:.0f}%"),
+    ]
+    return f"{', '.join(parts)}: {cache.get('verdict', '?')}"
 
 
 def fmt_ms(seconds: float | None) -> str:

@@ -22,6 +22,7 @@ from collector.pretest import summarize
 from collector.records import RunStatus
 from collector.report import (
     ScenarioView,
+    fmt_cache,
     fmt_ms,
     fmt_ratio,
     fmt_runs,
@@ -228,12 +229,13 @@ def _database_table(view: ScenarioView) -> str:
                 f"{max(init.values()):.1f}" if init else "-",
                 "-" if lifted is None else ("yes" if lifted else "no"),
                 str(db.get("postgresql_version") or "-"),
+                fmt_cache(db.get("cache")),
             ]
         )
     if not rows:
         return ""
     head = ["drive", "test", "WAL", "DB memory", "datasets", "init s (max)", "caps lifted"]
-    return _table([*head, "PostgreSQL"], rows, num_from=3)
+    return _table([*head, "PostgreSQL", "cache (buffer hits, reads reaching the drive)"], rows, 3)
 
 
 def render(views: list[ScenarioView], now: datetime | None = None) -> str:

@@ -8,7 +8,7 @@ from rich.table import Table
 
 from collector.pretest import summarize
 from collector.records import RunStatus
-from collector.report import ScenarioView, fmt_ms, fmt_ratio, fmt_runs, fmt_tps
+from collector.report import ScenarioView, fmt_cache, fmt_ms, fmt_ratio, fmt_runs, fmt_tps
 
 
 def table(view: ScenarioView) -> Table:
@@ -106,6 +106,16 @@ def notes(view: ScenarioView) -> list[str]:
     return out
 
 
+def cache_lines(view: ScenarioView) -> list[str]:
+    """One line per cell whose latest run has cache figures (pg_stat_database and the
+    drive's reads): the cache-defeat proof, or its absence."""
+    return [
+        f"{cv.drive} {cv.test}: {fmt_cache(cv.database['cache'])}"
+        for cv in view.cells
+        if cv.database.get("cache")
+    ]
+
+
 def warnings(view: ScenarioView) -> list[str]:
     """One line per cell whose runs carry a database warning (fits in RAM)."""
     return [f"{cv.drive} {cv.test}: {w}" for cv in view.cells for w in cv.warnings]
@@ -118,6 +128,8 @@ def publish(views: list[ScenarioView], console: Console | None = None) -> None:
         pre = pretest_table(view)
         if pre is not None:
             console.print(pre)
+        for line in cache_lines(view):
+            console.print(f"  [cyan]cache[/cyan] {escape(line)}", highlight=False)
         for line in notes(view):
             console.print(f"  [yellow]note[/yellow] {line}", highlight=False)
         for line in warnings(view):

@@ -1,0 +1,117 @@
+"""Telemetry on the real lab (DB host limited to 256 MiB): during a 20 s two-client
+run Prometheus has drivelab's live tps of both clients and the candidate drive's
+node_disk_* series; the stored run has per-second device figures and the HTML report
+plots them; a scale that fits in memory is flagged "cache not defeated", one several
+times larger than memory is not, with a lower buffer hit ratio."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import textwrap
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from collector.store import Store
+from tests.lab.conftest import BIN, REPO, drivelab
+
+pytestmark = pytest.mark.lab
+
+PROMETHEUS = "http://127.0.0.1:9490"
+SCENARIO = """\
+    ---
+    name: telemetry-test
+    baseline: nvme
+    drives: [nvme]
+    placement: [tablespace]
+    workload: {scale: [2, 40], clients_per_host: 2, threads: 1, duration: 20}
+    hosts: [2]
+    repetitions: 1
+"""
+
+
+@pytest.fixture(scope="module")
+def lab256():
+    drivelab("lab", "down")
+    try:
+        drivelab("lab", "up", "--db-memory", "256M")
+        yield
+    finally:
+        drivelab("lab", "down")
+
+
+def query(promql: str) -> list[dict]:
+    url = f"{PROMETHEUS}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310  (loopback)
+            return json.load(resp)["data"]["result"]
+    except OSError:
+        return []
+
+
+def loop_device(name: str) -> str:
+    inv = json.loads(drivelab("lab", "status", "--json").stdout)
+    for d in inv["drives"]:
+        if d["name"] == name:
+            return d["device"].rsplit("/", 1)[1]
+    raise AssertionError(f"no lab drive {name}: {inv}")
+
+
+def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
+    nvme = loop_device("nvme")
+    path = tmp_path / "telemetry-test.yml"
+    path.write_text(textwrap.dedent(SCENARIO))
+    results = tmp_path / "results"
+    env = dict(os.environ, DRIVELAB_RESULTS=str(results), COLUMNS="200")
+    proc = subprocess.Popen(
+        [str(BIN / "drivelab"), "run", str(path)], cwd=REPO, env=env, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    seen_tps: set[str] = set()
+    seen_disk = False
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            tps = query('drivelab_client_tps{scenario="telemetry-test"}')
+            seen_tps |= {s["metric"]["client"] for s in tps}
+            disk = query(
+                f'node_disk_reads_completed_total{{device="{nvme}",drivelab_host="dbhost"}}'
+            )
+            seen_disk = seen_disk or bool(disk)
+            if seen_tps == {"client1", "client2"} and seen_disk:
+                break
+            time.sleep(1)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert seen_tps == {"client1", "client2"}, "Prometheus never had both clients' live tps"
+    assert seen_disk, f"Prometheus never had node_disk_* of {nvme}"
+    assert proc.returncode == 0, out[-4000:]
+
+    with Store.open(results / "drivelab.db", create=False) as store:
+        sid = store.scenario("telemetry-test").id
+        verdicts = {}
+        for cid, spec in store.cells(sid):
+            (run,) = store.runs(cid)
+            facts = {f.key: f.value for f in store.facts(sid, run.id) if f.scope == "run"}
+            device = [s for s in store.samples(run_id=run.id, metric_prefix="drivelab_device_")]
+            reads = [s for s in device if s.metric == "drivelab_device_read_iops"]
+            # one point per second of the 20 s run, for the candidate drive
+            assert len(reads) >= 18 and {s.labels["device"] for s in reads} == {nvme}
+            assert len({s.timestamp for s in reads}) == len(reads)
+            verdicts[spec.scale] = facts["cache"]
+    small, large = verdicts[2], verdicts[40]
+    assert small["verdict"] == "cache not defeated", small
+    assert large["verdict"] == "cache defeated", large
+    assert large["hit_ratio"] < small["hit_ratio"], (small, large)
+    assert large["dataset_bytes"] >= 3 * large["memory_bytes"]
+    assert "cache not defeated" in out and "cache defeated" in out
+    page = (results / "telemetry-test.html").read_text()
+    assert "Device telemetry" in page and "drivelab_device_read_iops" in page
