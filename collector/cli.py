@@ -22,6 +22,12 @@ class OneLineParser(argparse.ArgumentParser):
         raise DrivelabError(f"{prefix}{message} (see '{self.prog} --help')")
 
 
+def one_line(text: str) -> str:
+    """``text`` with newlines, NUL, ESC, U+2028 and other unprintable characters escaped:
+    a path or argument holding them (the messages quote what was given) stays one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from collector import gathercmd, labcmd, reportcmd, runcmd, watchcmd  # noqa: PLC0415  (keep --help fast)
 
@@ -46,7 +52,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except DrivelabError as err:
-        print(f"drivelab: {err}", file=sys.stderr)
+        print(f"drivelab: {one_line(str(err))}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        # a path given that cannot be read or written (a folder where a file is wanted,
+        # a file where a folder is): the path and why, not a traceback
+        where = f"{err.filename}: " if err.filename is not None else ""
+        print(f"drivelab: {one_line(where + (err.strerror or str(err)))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("drivelab: interrupted", file=sys.stderr)

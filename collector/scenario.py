@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import difflib
 import re
+import stat
 import types
 import typing
 from collections.abc import Callable
@@ -55,6 +56,19 @@ ARGUMENT = re.compile(r"[A-Za-z0-9_=,.:/+-]{1,200}")
 MOUNT_OPTIONS = re.compile(r"[A-Za-z0-9_=,.:/-]{1,200}")
 #: a custom pgbench script path, relative to the scenario file
 SCRIPT_PATH = re.compile(r"[A-Za-z0-9_./-]{1,200}")
+#: inventory host names. A client's database and role are drivelab_<client>: SQL
+#: identifiers (roles/pgbench_database writes one into a query) and folder names.
+#: The DB host's name names files and folders.
+CLIENT_NAME = re.compile(r"[a-z][a-z0-9_]{0,53}")
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+#: a scenario or an inventory is a few KB: a bigger file is not one (/dev/zero)
+MAX_FILE_BYTES = 1024**2
+#: values in a document once YAML aliases are expanded: a "billion laughs" file is a
+#: few lines that expand to 10^9 values, refused before anything walks them
+MAX_VALUES = 100_000
+#: an error line is the file, then at most this many characters
+MAX_MESSAGE = 300
 
 #: rough costs for estimate_seconds (see docs/scenarios.md)
 OVERHEAD_PER_REPETITION = 25.0  # cold start, synchronized start, fetch, gather
@@ -70,6 +84,12 @@ def _show(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _key(part: Any, limit: int = 40) -> str:
+    """A mapping key as an error's YAML path shows it (a long one cut)."""
+    text = str(part)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
     def check(value: str) -> str:
         if not pattern.fullmatch(value):
@@ -82,6 +102,20 @@ def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
 DriveName = Annotated[str, AfterValidator(_matching(DRIVE_NAME, "drive name"))]
 ScenarioName = Annotated[str, AfterValidator(_matching(SCENARIO_NAME, "name"))]
 Argument = Annotated[str, AfterValidator(_matching(ARGUMENT, "argument"))]
+
+
+def _no_path(value: str) -> str:
+    # mkfs.btrfs formats every device it is given, mkfs.xfs -l logdev= and mkfs.ext4
+    # -J device= write to another one: only the drives the gate checked are formatted
+    if "/" in value:
+        raise ValueError(
+            f"{_show(value)}: an mkfs argument cannot name a path"
+            " (mkfs would write to a device the gate has not checked)"
+        )
+    return value
+
+
+MkfsArgument = Annotated[Argument, AfterValidator(_no_path)]
 MountOptions = Annotated[str, AfterValidator(_matching(MOUNT_OPTIONS, "mount option string"))]
 
 
@@ -113,7 +147,7 @@ class Strict(BaseModel):
 
 class Filesystem(Strict):
     fs: Literal["ext4", "xfs", "btrfs"] = "ext4"
-    mkfs_options: list[Argument] = Field(default_factory=list, max_length=32)
+    mkfs_options: list[MkfsArgument] = Field(default_factory=list, max_length=32)
     mount_options: MountOptions = "noatime"
 
 
@@ -164,7 +198,11 @@ class Workload(Strict):
             path = Path(base) / value
             if not path.is_file():
                 raise ValueError(f"{_show(value)}: no such file next to the scenario")
-            return str(path.resolve())
+            resolved = str(path.resolve())
+            if "{" in resolved or "}" in resolved:
+                # the path goes to Ansible as an extra variable, which it templates
+                raise ValueError(f"{_show(resolved)}: no braces in the script's folder names")
+            return resolved
         return value
 
     @model_validator(mode="after")
@@ -379,7 +417,7 @@ def _path(loc: tuple[Any, ...]) -> str:
         elif isinstance(part, str) and part.startswith("<"):
             continue  # a union tag, not a key of the file
         else:
-            out += f".{part}" if out else str(part)
+            out += f".{_key(part)}" if out else _key(part)
     return out
 
 
@@ -444,9 +482,16 @@ def _first_error(exc: ValidationError, prefix: str = "") -> str:
     return f"{where}: {message}" if where else message
 
 
+def _printable(text: str) -> str:
+    """``text`` with control and line-separating characters (newline, NUL, ESC, U+2028...)
+    escaped, so an error stays one line on a terminal and in a log."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _fail(source: str, message: str) -> DrivelabError:
-    line = f"{source}: {message}"
-    return DrivelabError(line.replace("\r", "\\r").replace("\n", "\\n"))
+    if len(message) > MAX_MESSAGE:
+        message = message[: MAX_MESSAGE - 3] + "..."
+    return DrivelabError(_printable(f"{source}: {message}"))
 
 
 # --- reading files ---------------------------------------------------------------------------
@@ -459,6 +504,8 @@ class _Loader(yaml.SafeLoader):
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: set[Any] = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *anchor`: SafeLoader merges it (explicit keys win, as in YAML)
         key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
         try:
             duplicate = key in seen
@@ -475,26 +522,77 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+class _TooLarge(Exception):
+    pass
+
+
+def _count_values(doc: Any) -> int:
+    """Values in ``doc`` with YAML aliases expanded (a shared list counts once per use),
+    counted without expanding them; _TooLarge past MAX_VALUES or on a cycle."""
+    done: dict[int, int] = {}
+
+    def count(node: Any) -> int:
+        if not isinstance(node, dict | list):
+            return 1
+        if id(node) in done:
+            if done[id(node)] < 0:
+                raise _TooLarge("an alias refers to the value that holds it")
+            return done[id(node)]
+        done[id(node)] = -1
+        total = 1
+        for child in node.values() if isinstance(node, dict) else node:
+            total += count(child)
+            if total > MAX_VALUES:
+                raise _TooLarge(
+                    f"too large: more than {MAX_VALUES} values once YAML aliases are expanded"
+                )
+        done[id(node)] = total
+        return total
+
+    return count(doc)
+
+
 def _read_yaml(path: Path, source: str) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise _fail(source, "is a folder, not a file")
+        if not stat.S_ISREG(mode):
+            raise _fail(source, "not a regular file (a device, pipe or socket)")
+        with path.open("rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise _fail(source, "no such file") from None
-    except IsADirectoryError:
-        raise _fail(source, "is a folder, not a file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _fail(source, f"cannot read ({exc.__class__.__name__}: {exc})") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        why = getattr(exc, "strerror", None) or exc
+        raise _fail(source, f"cannot read ({exc.__class__.__name__}: {why})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise _fail(source, f"too large (over {MAX_FILE_BYTES // 1024**2} MiB): not a YAML file")
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506  # _Loader is a SafeLoader
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _fail(source, f"cannot read (UnicodeDecodeError: {exc})") from None
+    try:
+        doc = yaml.load(text, Loader=_Loader)  # noqa: S506  # _Loader is a SafeLoader
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f"line {mark.line + 1}: " if mark else ""
         problem = exc.problem or exc.context or "syntax error"
         raise _fail(source, f"{line}not valid YAML ({problem})") from None
     except yaml.YAMLError as exc:
-        raise _fail(source, f"not valid YAML ({str(exc).splitlines()[0]})") from None
+        first = (str(exc).splitlines() or ["syntax error"])[0]
+        raise _fail(source, f"not valid YAML ({first})") from None
+    except (ValueError, OverflowError) as exc:  # a date like 2020-02-30, a 5000-digit number
+        raise _fail(source, f"not valid YAML ({str(exc).split(';')[0]})") from None
     except RecursionError:
         raise _fail(source, "not valid YAML (nested too deep)") from None
+    try:
+        _count_values(doc)
+    except _TooLarge as exc:
+        raise _fail(source, str(exc)) from None
+    except RecursionError:
+        raise _fail(source, "not valid YAML (nested too deep)") from None
+    return doc
 
 
 def _check_keys(doc: Any, where: str = "") -> None:
@@ -503,7 +601,7 @@ def _check_keys(doc: Any, where: str = "") -> None:
         for key, value in doc.items():
             if not isinstance(key, str):
                 raise ValueError(f"{where or 'document'}: key {_show(key)} is not a string")
-            _check_keys(value, f"{where}.{key}" if where else key)
+            _check_keys(value, f"{where}.{_key(key)}" if where else _key(key))
     elif isinstance(doc, list):
         for i, value in enumerate(doc):
             _check_keys(value, f"{where}[{i}]")
@@ -600,7 +698,7 @@ def _group_hosts(inventory: dict[str, Any], group: str) -> dict[str, Any]:
 
 
 def _natural(name: str) -> tuple[Any, ...]:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+    return tuple(int(p) if p.isdecimal() else p for p in re.split(r"(\d+)", name))
 
 
 def db_host(inventory: dict[str, Any]) -> tuple[str, list[str]]:
@@ -608,21 +706,37 @@ def db_host(inventory: dict[str, Any]) -> tuple[str, list[str]]:
     hosts = _group_hosts(inventory, "db")
     if not hosts:
         raise DrivelabError("inventory: no host in group db")
-    name = sorted(hosts)[0]
-    drives = (hosts[name] or {}).get("candidate_drives") or []
-    return name, [str(d.get("name")) for d in drives if isinstance(d, dict)]
+    name = sorted(hosts, key=str)[0]
+    host_vars = hosts[name] if isinstance(hosts[name], dict) else {}
+    drives = host_vars.get("candidate_drives") or []
+    drives = drives if isinstance(drives, list) else []
+    return str(name), [str(d.get("name")) for d in drives if isinstance(d, dict)]
 
 
 def client_hosts(inventory: dict[str, Any]) -> list[str]:
     """The inventory's client hosts, client1..clientN in numeric order."""
-    return sorted(_group_hosts(inventory, "clients"), key=_natural)
+    return sorted(map(str, _group_hosts(inventory, "clients")), key=_natural)
 
 
 def validate_against_inventory(s: Scenario, inventory: dict[str, Any], path: Path | str) -> None:
     """Drives and RAID members are candidate drives of the DB host, a RAID set is not
-    named like one, and no host count exceeds the inventory's clients."""
+    named like one, no host count exceeds the inventory's clients, and host names are
+    safe in the SQL identifiers, file names and folders they become."""
     source = str(path)
     host, have = db_host(inventory)
+    clients = client_hosts(inventory)
+    if not HOST_NAME.fullmatch(host):
+        raise _fail(
+            source,
+            f"inventory: DB host {_show(host)} is not a valid host name ({HOST_NAME.pattern})",
+        )
+    for name in clients:
+        if not CLIENT_NAME.fullmatch(name):
+            raise _fail(
+                source,
+                f"inventory: client host {_show(name)} is not a valid client name"
+                f" ({CLIENT_NAME.pattern}; its database is drivelab_<name>)",
+            )
     have_text = ", ".join(have) or "none"
     for i, drive in enumerate(s.drives):
         if drive not in have:
@@ -643,7 +757,6 @@ def validate_against_inventory(s: Scenario, inventory: dict[str, Any], path: Pat
                     f"raid[{i}].drives[{j}]: {member!r} is not a drive of {host}"
                     f" (have: {have_text})",
                 )
-    clients = client_hosts(inventory)
     for i, count in enumerate(s.hosts):
         if count > len(clients):
             raise _fail(

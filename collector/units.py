@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from collector.errors import DrivelabError
@@ -14,7 +15,7 @@ def parse_size(text: str, what: str = "size") -> int:
     """Bytes in ``text``: a number with an optional binary suffix K/M/G/T/P (KiB, MB ... all
     mean powers of 1024, as in ``free`` and cgroups). Raises DrivelabError naming ``what``."""
     match = _SIZE.match(str(text))
-    if not match:
+    if not match or not math.isfinite(float(match.group(1))):  # 400 digits are inf
         raise DrivelabError(
             f"{what} {text!r}: not a size; write a number of bytes or a number with K, M, G, T or P"
         )
