@@ -5,6 +5,7 @@ one line on stderr, ``drivelab: <what is wrong>``, and exit status 2."""
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -59,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a file where a folder is): the path and why, not a traceback
         where = f"{err.filename}: " if err.filename is not None else ""
         print(f"drivelab: {one_line(where + (err.strerror or str(err)))}", file=sys.stderr)
+        return 2
+    except sqlite3.OperationalError as err:
+        # e.g. "database or disk is full": SQLite rolled the write back, the store is intact
+        print(f"drivelab: results store: {one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("drivelab: interrupted", file=sys.stderr)

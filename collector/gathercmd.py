@@ -33,6 +33,7 @@ def summary_line(gathered) -> str:
 
 def cmd_gather(args: argparse.Namespace) -> int:
     from collector import gather  # noqa: PLC0415  (keep --help fast: numpy, scipy)
+    from collector.cli import one_line  # noqa: PLC0415
     from collector.store import Store  # noqa: PLC0415
 
     db = args.db if args.db is not None else results_dir() / "drivelab.db"
@@ -44,7 +45,7 @@ def cmd_gather(args: argparse.Namespace) -> int:
                 gather.record(store, gathered)
             except DrivelabError as err:
                 errors += 1
-                print(f"drivelab: {err}", file=sys.stderr)
+                print(f"drivelab: {one_line(str(err))}", file=sys.stderr)
                 continue
             print(summary_line(gathered), flush=True)
     return 2 if errors else 0

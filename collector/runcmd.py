@@ -489,6 +489,16 @@ def ci_pct(values: list[float]) -> float | None:
     return (s.mean - s.ci_low) / s.mean * 100
 
 
+def port_arg(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (1 to 65535)")
+    return port
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a scenario (resumes where it stopped)")
     p.add_argument("scenario", help="scenario file, e.g. scenarios/seed-two-clients.yml")
@@ -512,7 +522,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="address the live metrics are served on (default 127.0.0.1)",
     )  # fmt: skip
     p.add_argument(
-        "--metrics-port", type=int, default=9479,
+        "--metrics-port", type=port_arg, default=9479,
         help="port of the live metrics, for Prometheus and `drivelab watch` (default 9479)",
     )  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")

@@ -1168,17 +1168,13 @@ def test_installed_script_prints_one_line(tmp_path: Path, args: list[str]) -> No
     assert not (tmp_path / "pwned").exists()
 
 
-# --- reported, not fixed here (others' files) -----------------------------------------------
+# --- reported by the sweep, fixed since -----------------------------------------------
 
 
-@pytest.mark.xfail(reason="gathercmd prints its per-folder errors itself, unescaped", strict=True)
 def test_gather_folder_with_a_newline(sandbox: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert_refused(*run_main(["gather", "a\nb", "--db", "x.db"], capsys))
 
 
-@pytest.mark.xfail(
-    reason="runcmd takes --metrics-port 70000; live fails with OverflowError", strict=True
-)
 def test_metrics_port_out_of_range() -> None:
     with pytest.raises(DrivelabError):
         cli.build_parser().parse_args(["run", "x.yml", "--metrics-port", "70000"])
