@@ -75,6 +75,9 @@ bench: setup
 	$(BIN)/python bench/lab_timing.py
 	$(BIN)/python bench/skew.py
 	$(BIN)/python bench/parse_throughput.py
+	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/client_scale.py
+	$(BIN)/python bench/fidelity.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -80,7 +80,7 @@ def stored_run(db: Path):
 def test_live_table_in_tmux_updates_one_row_per_client(lab2, tmp_path):
     path = scenario(tmp_path, "live-tmux")
     results = tmp_path / "results"
-    cmd = f"cd {REPO} && DRIVELAB_RESULTS={results} {BIN / 'drivelab'} run {path}; sleep 60"
+    cmd = f"cd {REPO} && DRIVELAB_RESULTS={results} {BIN / 'drivelab'} run {path} --no-telemetry; sleep 60"
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", TMUX, "-x", "160", "-y", "50", cmd], check=True
     )
@@ -152,7 +152,7 @@ def test_a_dropped_stream_is_marked_and_the_results_come_from_the_logs(lab2, tmp
     results = tmp_path / "results"
     env = dict(os.environ, DRIVELAB_RESULTS=str(results))
     proc = subprocess.Popen(
-        [str(BIN / "drivelab"), "run", str(path)], cwd=REPO, env=env, start_new_session=True,
+        [str(BIN / "drivelab"), "run", str(path), "--no-telemetry"], cwd=REPO, env=env, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:

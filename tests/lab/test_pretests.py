@@ -35,7 +35,7 @@ def test_pretests_are_measured_stored_and_reported(lab2, tmp_path):
     scenario.write_text(textwrap.dedent(SCENARIO))
     env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"), COLUMNS="220")
     proc = subprocess.run(
-        [str(BIN / "drivelab"), "run", str(scenario)], cwd=REPO, env=env,
+        [str(BIN / "drivelab"), "run", str(scenario), "--no-telemetry", "--no-live"], cwd=REPO, env=env,
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]

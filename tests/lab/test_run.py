@@ -56,7 +56,7 @@ def stored(db) -> list[tuple[str, int, str]]:
 
 def drivelab_run(path, env, **kw):
     return subprocess.Popen(
-        [str(BIN / "drivelab"), "run", str(path)], cwd=REPO, env=env, start_new_session=True,
+        [str(BIN / "drivelab"), "run", str(path), "--no-telemetry"], cwd=REPO, env=env, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw,
     )  # fmt: skip
 
