@@ -342,15 +342,16 @@ def client_result(
 
 
 def run_status(clients: Sequence[ClientResult]) -> tuple[RunStatus, str | None]:
-    """A run is complete only if every client is; failed if no client produced a
-    result; partial otherwise. The reason names the first client that was not."""
+    """A run is complete only if every client is; failed if no client completed (none
+    produced a result, or all were cut off, as when the server dies); partial when
+    some completed and some did not. The reason names the first client that did not."""
     if not clients:
         return RunStatus.FAILED, "no client results"
     bad = [c for c in clients if c.status != RunStatus.COMPLETE]
     if not bad:
         return RunStatus.COMPLETE, None
     why = f"{bad[0].client}: {bad[0].reason or bad[0].status.value}"
-    if all(c.status == RunStatus.FAILED for c in clients):
+    if not any(c.status == RunStatus.COMPLETE for c in clients):
         return RunStatus.FAILED, why
     return RunStatus.PARTIAL, why
 

@@ -276,3 +276,18 @@ def test_series_builders():
     pts = stats.series_from_txlog("c", log, sampling_rate=0.01)
     assert sum(p.transactions for p in pts) == pytest.approx(11600)
     assert pts[0].source == "txlog sampled 0.01"
+
+
+def test_run_status_failed_when_no_client_completed():
+    """Every client cut off mid-run (the server died) is a failed run, not a partial one;
+    one client lost while the other completed is partial."""
+    cut = [
+        ClientResult("client1", RunStatus.PARTIAL, "client 0 aborted: FATAL:  terminating"),
+        ClientResult("client2", RunStatus.PARTIAL, "client 1 aborted: FATAL:  terminating"),
+    ]
+    assert stats.run_status(cut) == (
+        RunStatus.FAILED,
+        "client1: client 0 aborted: FATAL:  terminating",
+    )
+    one = [ClientResult("client1"), ClientResult("client2", RunStatus.FAILED, "killed")]
+    assert stats.run_status(one) == (RunStatus.PARTIAL, "client2: killed")
