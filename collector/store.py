@@ -196,7 +196,10 @@ class Store:
             conn = sqlite3.connect(p, isolation_level=None, timeout=30)
             conn.execute("PRAGMA foreign_keys = ON")
             if create:
-                conn.execute("PRAGMA journal_mode = WAL")
+                # a rollback journal, not WAL: WAL's index is a memory-mapped file, and on
+                # a full filesystem touching it killed drivelab with SIGBUS (tested); with
+                # a rollback journal SQLite reports "database or disk is full" and rolls back
+                conn.execute("PRAGMA journal_mode = DELETE")
         except sqlite3.DatabaseError as err:
             raise DrivelabError(f"{p}: not a drivelab results store ({err})") from err
         store = cls(conn, p, clock)
