@@ -258,11 +258,13 @@ class Store:
         cur.execute("BEGIN IMMEDIATE")
         try:
             yield cur
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-        else:
             cur.execute("COMMIT")
+        except BaseException:
+            # SQLite may have rolled back already (a full disk does): then the error to
+            # report is that one, not "no transaction is active"
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
 
     # ------------------------------------------------------------------ writes
 
