@@ -1,8 +1,8 @@
-"""Telemetry on the real lab (DB host limited to 256 MiB): during a 20 s two-client
+"""Telemetry on the real lab (DB host limited to 256 MiB): during a 15 s two-client
 run Prometheus has drivelab's live tps of both clients and the candidate drive's
 node_disk_* series; the stored run has per-second device figures and the HTML report
 plots them; a scale that fits in memory is flagged "cache not defeated", one several
-times larger than memory is not, with a lower buffer hit ratio."""
+times memory is not, with a lower buffer hit ratio."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ SCENARIO = """\
     baseline: nvme
     drives: [nvme]
     placement: [tablespace]
-    workload: {scale: [2, 40], clients_per_host: 2, threads: 1, duration: 20}
+    workload: {scale: [2, 20], clients_per_host: 2, threads: 1, duration: 15}
     hosts: [2]
     repetitions: 1
 """
@@ -103,15 +103,15 @@ def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
             facts = {f.key: f.value for f in store.facts(sid, run.id) if f.scope == "run"}
             device = [s for s in store.samples(run_id=run.id, metric_prefix="drivelab_device_")]
             reads = [s for s in device if s.metric == "drivelab_device_read_iops"]
-            # one point per second of the 20 s run, for the candidate drive
-            assert len(reads) >= 18 and {s.labels["device"] for s in reads} == {nvme}
+            # one point per second of the 15 s run, for the candidate drive
+            assert len(reads) >= 14 and {s.labels["device"] for s in reads} == {nvme}
             assert len({s.timestamp for s in reads}) == len(reads)
             verdicts[spec.scale] = facts["cache"]
-    small, large = verdicts[2], verdicts[40]
+    small, large = verdicts[2], verdicts[20]
     assert small["verdict"] == "cache not defeated", small
     assert large["verdict"] == "cache defeated", large
     assert large["hit_ratio"] < small["hit_ratio"], (small, large)
-    assert large["dataset_bytes"] >= 3 * large["memory_bytes"]
+    assert large["dataset_bytes"] >= 2 * large["memory_bytes"]
     assert "cache not defeated" in out and "cache defeated" in out
     page = (results / "telemetry-test.html").read_text()
     assert "Device telemetry" in page and "drivelab_device_read_iops" in page

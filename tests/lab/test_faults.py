@@ -1,0 +1,313 @@
+"""Faults injected for real on the lab, each asserting what was kept and what the user
+was told: a client's pgbench killed mid-run, a client unreachable before the run,
+PostgreSQL killed mid-run, the results folder on a full filesystem; and no password
+anywhere in what those runs left behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from collector.store import Store
+from tests.lab.conftest import BIN, REPO
+
+pytestmark = pytest.mark.lab
+
+SECRETS = Path.home() / ".local/share/drivelab/secrets/dbhost"
+
+
+def write_scenario(tmp_path: Path, name: str, drives: str = "[nvme]", reps: int = 1, log="full"):
+    path = tmp_path / f"{name}.yml"
+    path.write_text(
+        textwrap.dedent(f"""\
+            ---
+            name: {name}
+            baseline: nvme
+            drives: {drives}
+            workload: {{scale: [2], clients_per_host: 2, threads: 1, duration: 8, log: {log}}}
+            hosts: [2]
+            repetitions: {reps}
+        """)
+    )
+    return path
+
+
+def start_run(path: Path, results: Path, *extra: str) -> subprocess.Popen:
+    env = dict(os.environ, DRIVELAB_RESULTS=str(results), COLUMNS="200")
+    return subprocess.Popen(
+        [str(BIN / "drivelab"), "run", str(path), "--no-telemetry", *extra], cwd=REPO, env=env,
+        start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen, timeout: float = 600) -> str:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return out
+
+
+def ns_processes(ns: str) -> list[tuple[int, str]]:
+    out = []
+    pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=False)
+    for pid in pids.stdout.split():
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            continue
+        out.append((int(pid), cmd))
+    return out
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def is_pgbench(cmd: str) -> bool:
+    """pgbench's own process (Debian's wrapper execs /usr/lib/postgresql/15/bin/pgbench)."""
+    return re.match(r"(\S*/)?pgbench ", cmd) is not None
+
+
+def running_pgbench(client: str) -> int | None:
+    for pid, cmd in ns_processes(f"drivelab-{client}"):
+        if is_pgbench(cmd) and " -T " in cmd:
+            return pid
+    return None
+
+
+def backends_of(role: str) -> int:
+    proc = subprocess.run(
+        ["runuser", "-u", "postgres", "--", "psql", "-h", "/var/run/postgresql", "-p", "5440",
+         "-d", "postgres", "-v", f"role={role}", "-At"],
+        input="SELECT count(*) FROM pg_stat_activity WHERE usename = :'role';\n",
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    return int(proc.stdout.strip() or -1)
+
+
+def runs(db: Path) -> list[tuple[str, int, str, str | None]]:
+    with Store.open(db, create=False) as store:
+        out = []
+        for s in store.scenarios():
+            for cid, spec in store.cells(s.id):
+                for r in store.runs(cid):
+                    out.append((spec.drive, r.repetition, r.status.value, r.reason))
+        return sorted(out)
+
+
+def test_a_killed_client_leaves_a_partial_run_and_the_scenario_goes_on(lab2, tmp_path):
+    path = write_scenario(tmp_path, "fault-kill-client", reps=2)
+    results = tmp_path / "results"
+    proc = start_run(path, results)
+    try:
+        pid = wait_for(lambda: running_pgbench("client2"), 300, "client2's pgbench")
+        time.sleep(3)
+        assert backends_of("drivelab_client2") > 0
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        wait_for(lambda: backends_of("drivelab_client2") == 0, 30, "client2's backends to end")
+        gone_after = time.monotonic() - killed
+    finally:
+        out = finish(proc)
+    assert proc.returncode == 0, out[-3000:]
+    (r0, r1) = runs(results / "drivelab.db")
+    assert r0[:3] == ("nvme", 0, "partial") and "client2" in r0[3], r0
+    assert r1[:3] == ("nvme", 1, "complete"), r1
+    assert gone_after < 10, f"backends lingered {gone_after:.1f} s"
+    # the user is told, and the partial run is not averaged in
+    assert "rep 0: partial" in out
+    assert "run 0: partial" in out and "not averaged in" in out
+    with Store.open(results / "drivelab.db", create=False) as store:
+        ((cid, _),) = store.cells(store.scenarios()[0].id)
+        complete = [r for r in store.runs(cid) if r.status.value == "complete"]
+    assert len(complete) == 1
+
+
+def test_an_unreachable_client_stops_the_run_before_any_drive_is_touched(lab2, tmp_path):
+    path = write_scenario(tmp_path, "fault-unreachable")
+    results = tmp_path / "results"
+    subprocess.run(["ip", "-n", "drivelab-client2", "link", "set", "eth0", "down"], check=True)
+    try:
+        started = time.monotonic()
+        proc = start_run(path, results)
+        out = finish(proc, timeout=120)
+        took = time.monotonic() - started
+    finally:
+        subprocess.run(["ip", "-n", "drivelab-client2", "link", "set", "eth0", "up"], check=True)
+    assert proc.returncode == 2, out
+    errors = [line for line in out.splitlines() if line.startswith("drivelab:")]
+    assert len(errors) == 1 and "client2" in errors[0] and "nothing was touched" in errors[0], out
+    assert "Traceback" not in out
+    # no drive, database or pgbench stage ran
+    logs = (
+        sorted(p.name for p in (results / "logs").glob("*.log"))
+        if (results / "logs").exists()
+        else []
+    )
+    assert not [n for n in logs if "drives" in n or "database" in n or "pgbench" in n], logs
+    assert not (results / "runs").exists()
+    assert took < 60, f"preflight took {took:.0f} s"
+
+
+def postmaster_pid() -> int | None:
+    pidfile = Path("/var/lib/postgresql/15/drivelab/postmaster.pid")
+    try:
+        return int(pidfile.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def test_postgresql_killed_mid_run_fails_that_run_and_the_next_cell_starts_clean(lab2, tmp_path):
+    path = write_scenario(tmp_path, "fault-kill-postgres", drives="[nvme, ssd]")
+    results = tmp_path / "results"
+    proc = start_run(path, results)
+    try:
+        wait_for(lambda: running_pgbench("client1"), 300, "client1's pgbench")
+        time.sleep(3)
+        pid = wait_for(postmaster_pid, 10, "the postmaster's pid")
+        os.kill(pid, signal.SIGKILL)
+    finally:
+        out = finish(proc)
+    assert proc.returncode == 0, out[-3000:]
+    got = runs(results / "drivelab.db")
+    assert [g[:3] for g in got] == [("nvme", 0, "failed"), ("ssd", 0, "complete")], got
+    reason = got[0][3]
+    # PostgreSQL's own words, as pgbench reported them
+    assert (
+        "server closed the connection" in reason or "terminat" in reason or "connection" in reason
+    ), reason
+    assert "nvme" in out and "rep 0: failed" in out
+
+
+def test_a_full_results_filesystem_is_one_line_and_the_store_survives(lab2, tmp_path):
+    image = Path("/var/lib/drivelab/drivelab-results-full.img")
+    mnt = tmp_path / "results"
+    mnt.mkdir()
+    subprocess.run(["truncate", "-s", "24M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "drivelab-full", str(image)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], check=True)
+    try:
+        first = write_scenario(tmp_path, "fault-full-first", log="none")
+        proc = start_run(first, mnt)
+        out = finish(proc)
+        assert proc.returncode == 0, out[-3000:]
+        # fill what is left, then run a second scenario into it
+        with open(mnt / "filler", "wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * (1 << 20))
+                    fh.flush()
+            except OSError:
+                pass
+        second = write_scenario(tmp_path, "fault-full-second")
+        proc = start_run(second, mnt)
+        out = finish(proc)
+        assert proc.returncode == 2, out[-3000:]
+        errors = [line for line in out.splitlines() if line.startswith("drivelab:")]
+        assert len(errors) == 1 and ("No space left" in errors[0] or "full" in errors[0]), out[
+            -2000:
+        ]
+        assert "Traceback" not in out
+        con = sqlite3.connect(mnt / "drivelab.db")
+        try:
+            assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        finally:
+            con.close()
+        (mnt / "filler").unlink()
+        report = subprocess.run(
+            [str(BIN / "drivelab"), "report", "fault-full-first", "--db", str(mnt / "drivelab.db")],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert report.returncode == 0 and "nvme" in report.stdout, report.stderr
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+        image.unlink(missing_ok=True)
+
+
+def test_no_password_in_what_the_fault_runs_left(lab2, tmp_path_factory):
+    secrets = [p.read_text().strip() for p in SECRETS.glob("*.password")]
+    assert secrets and all(len(s) >= 16 for s in secrets)
+    for p in SECRETS.glob("*.password"):
+        assert p.stat().st_mode & 0o777 == 0o600
+    root = tmp_path_factory.getbasetemp()
+    leaks = []
+    for f in root.rglob("*"):
+        if f.is_file() and f.stat().st_size < 50 << 20:
+            data = f.read_bytes()
+            leaks += [str(f) for s in secrets if s.encode() in data]
+    assert not leaks, leaks
+
+
+def read_caps() -> str:
+    return Path("/sys/fs/cgroup/blkio/drivelab-db/blkio.throttle.read_iops_device").read_text()
+
+
+def test_runner_killed_during_init_is_started_again_and_redoes_it_safely(lab2, tmp_path):
+    path = tmp_path / "fault-kill-init.yml"
+    path.write_text(
+        textwrap.dedent("""\
+            ---
+            name: fault-kill-init
+            baseline: hdd7200
+            drives: [hdd7200]
+            workload: {scale: [12], clients_per_host: 1, threads: 1, duration: 5}
+            hosts: [2]
+            repetitions: 1
+        """)
+    )
+    results = tmp_path / "results"
+    caps_before = read_caps()
+    assert " 120" in caps_before
+    first = start_run(path, results)
+    try:
+
+        def initialising() -> bool:
+            return any(
+                is_pgbench(cmd) and " -i " in cmd
+                for c in ("client1", "client2")
+                for _, cmd in ns_processes(f"drivelab-{c}")
+            )
+
+        wait_for(initialising, 300, "pgbench -i on a client")
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+    assert read_caps() == "", "the init had lifted the caps"  # killed before putting them back
+    assert not (results / "drivelab.db").exists() or runs(results / "drivelab.db") == []
+    again = start_run(path, results)
+    out = finish(again)
+    assert again.returncode == 0, out[-3000:]
+    assert [r[:3] for r in runs(results / "drivelab.db")] == [("hdd7200", 0, "complete")]
+    # the caps are back for the measured run, and no init is left running
+    assert read_caps() == caps_before
+    assert not [
+        cmd for c in ("client1", "client2") for _, cmd in ns_processes(f"drivelab-{c}")
+        if is_pgbench(cmd)
+    ]  # fmt: skip
+    with Store.open(results / "drivelab.db", create=False) as store:
+        sid = store.scenarios()[0].id
+        facts = {f.key: f.value for f in store.facts(sid) if f.scope == "run"}
+    # both client databases were initialised (again) to the full scale
+    sizes = facts["db_sizes_bytes"]
+    assert set(sizes) == {"drivelab_client1", "drivelab_client2"}
+    assert min(sizes.values()) > 12 * 14_000_000
