@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,15 @@ def lab2():
         yield json.loads(drivelab("lab", "status", "--json").stdout)
     finally:
         drivelab("lab", "down")
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 0.3):
+    """``predicate()``'s first truthy value, polled every ``every`` seconds; after
+    ``timeout`` seconds an AssertionError naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")

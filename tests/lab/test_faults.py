@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from collector.store import Store
-from tests.lab.conftest import BIN, REPO
+from tests.lab.conftest import BIN, REPO, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -68,16 +68,6 @@ def ns_processes(ns: str) -> list[tuple[int, str]]:
             continue
         out.append((int(pid), cmd))
     return out
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def is_pgbench(cmd: str) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from collector.store import Store
-from tests.lab.conftest import BIN, REPO
+from tests.lab.conftest import BIN, REPO, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -56,16 +56,6 @@ def status_of(text: str, client: str) -> str | None:
         ):
             return line.split('status="', 1)[1].split('"', 1)[0]
     return None
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def stored_run(db: Path):
