@@ -228,3 +228,22 @@ def test_html_renders_in_headless_chromium_offline(results_db, tmp_path):
     # coloured pixels: the bars and lines of the plots rendered
     r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
     assert ((abs(r - b) > 0.3) | (abs(g - b) > 0.3)).mean() > 0.001
+
+
+def test_run_warnings_and_cache_phrase_from_run_facts():
+    """What the report says of a run from its facts (as drivelab run stores them after
+    the lab's telemetry test: scale 20 on a 256 MiB DB host)."""
+    from collector.report import fmt_cache, run_warnings  # noqa: PLC0415
+
+    defeated = {"verdict": "cache defeated", "reason": "the drive read 100%", "hit_ratio":
+                0.943357763681737, "drive_share": 1.00454778956275}  # fmt: skip
+    assert fmt_cache(defeated) == "hit 94.3%, drive 100%: cache defeated"
+    assert run_warnings(0, {"cache": defeated}) == []
+    fits = {**defeated, "verdict": "cache not defeated", "reason": "the datasets fit"}
+    assert run_warnings(3, {"cache": fits, "client_bound": ["client1", "client2"]}) == [
+        "run 3: cache not defeated: the datasets fit",
+        "run 3: client-bound: this run measured the client, not the drive"
+        " (client1, client2 above 90% CPU)",
+    ]
+    assert fmt_cache(None) == "-"
+    assert fmt_cache({"verdict": "unknown", "hit_ratio": None}) == "hit -, drive -: unknown"
