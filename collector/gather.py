@@ -423,6 +423,15 @@ def _ansible_failure(meta: _Meta, host: str) -> str | None:
         if f.get("host") == host:
             task = f.get("task")
             msg = _one_line(f.get("msg") or "failed")
+            if f.get("kind") == "unreachable":
+                # Ansible's text leads with its own words; ssh's last line says why
+                why = (
+                    msg[msg.rfind("ssh: ") :]
+                    if "ssh: " in msg
+                    else msg.removeprefix("Task failed: ")
+                )
+                during = f" during {task!r}" if task else ""
+                return f"unreachable over SSH{during} ({why})"
             return f"ansible task {task!r} failed: {msg}" if task else f"ansible: {msg}"
     return None
 

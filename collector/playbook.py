@@ -102,6 +102,7 @@ def run_playbook(
             lines = []
             for line in proc.stdout:
                 out.write(line)
+                out.flush()  # the log can be followed (tail -f) while the playbook runs
                 lines.append(line)
                 if stream:
                     sys.stdout.write(line)

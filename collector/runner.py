@@ -290,7 +290,9 @@ def run_pgbench(
     doc.update(
         start_at=next((s for s in starts if s), None),
         ended_at=time.time(),
-        ansible_failures=[{k: f.get(k, "") for k in ("host", "task", "msg")} for f in failures],
+        ansible_failures=[
+            {k: f.get(k, "") for k in ("kind", "host", "task", "msg")} for f in failures
+        ],
     )
     _write_json(run_dir / "run.json", doc)
     return run_dir

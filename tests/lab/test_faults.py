@@ -1,7 +1,8 @@
 """Faults injected for real on the lab, each asserting what was kept and what the user
-was told: a client's pgbench killed mid-run, a client unreachable before the run,
-PostgreSQL killed mid-run, the results folder on a full filesystem; and no password
-anywhere in what those runs left behind."""
+was told: a client's pgbench killed mid-run, a client's link cut mid-run, a client
+unreachable before the run, PostgreSQL killed mid-run, the runner killed during init,
+the results folder on a full filesystem; and no password anywhere in what those runs
+left behind."""
 
 from __future__ import annotations
 
@@ -128,6 +129,70 @@ def test_a_killed_client_leaves_a_partial_run_and_the_scenario_goes_on(lab2, tmp
         ((cid, _),) = store.cells(store.scenarios()[0].id)
         complete = [r for r in store.runs(cid) if r.status.value == "complete"]
     assert len(complete) == 1
+
+
+def unreachable_in_pgbench_log(results: Path, host: str) -> bool:
+    """Ansible has given up on ``host`` in a pgbench playbook (its log is written as it goes)."""
+    for log in (results / "logs").glob("*pgbench*.log"):
+        if any(
+            "UNREACHABLE" in line and host in line
+            for line in log.read_text(errors="replace").splitlines()
+        ):
+            return True
+    return False
+
+
+def test_a_client_link_cut_mid_run_leaves_a_partial_run_within_bounded_time(lab2, tmp_path):
+    path = write_scenario(tmp_path, "fault-link-cut", reps=2)
+    results = tmp_path / "results"
+    link = ["ip", "-n", "drivelab-client2", "link", "set", "eth0"]
+    proc = start_run(path, results)
+    up = True
+    try:
+        wait_for(lambda: running_pgbench("client2"), 300, "client2's pgbench")
+        time.sleep(3)
+        assert backends_of("drivelab_client2") > 0
+        subprocess.run([*link, "down"], check=True)
+        up = False
+        cut = time.monotonic()
+        # client2's libpq gives up on the silent server (tcp_user_timeout, keepalives) ...
+        wait_for(lambda: running_pgbench("client2") is None, 60, "client2's pgbench to end")
+        pgbench_ended = time.monotonic() - cut
+        # ... the server on client2's sessions ...
+        wait_for(lambda: backends_of("drivelab_client2") == 0, 60, "client2's backends to end")
+        backends_gone = time.monotonic() - cut
+        # ... and Ansible on client2 (ServerAliveInterval x ServerAliveCountMax)
+        wait_for(lambda: unreachable_in_pgbench_log(results, "client2"), 120, "Ansible to give up")
+        ansible_gave_up = time.monotonic() - cut
+        # the link comes back, so the scenario's next run has both clients again
+        subprocess.run([*link, "up"], check=True)
+        up = True
+    finally:
+        if not up:
+            subprocess.run([*link, "up"], check=True)
+        out = finish(proc)
+    print(
+        f"link cut: pgbench ended after {pgbench_ended:.1f} s, backends gone after "
+        f"{backends_gone:.1f} s, Ansible gave up after {ansible_gave_up:.1f} s"
+    )
+    assert proc.returncode == 0, out[-3000:]
+    (r0, r1) = runs(results / "drivelab.db")
+    assert r0[:3] == ("nvme", 0, "partial") and "client2" in r0[3], r0
+    assert "unreachable" in r0[3], r0
+    assert r1[:3] == ("nvme", 1, "complete"), r1
+    assert pgbench_ended < 30, f"client2's pgbench ran {pgbench_ended:.1f} s past the cut"
+    assert backends_gone < 30, f"backends lingered {backends_gone:.1f} s"
+    assert ansible_gave_up < 60, f"Ansible waited {ansible_gave_up:.1f} s"
+    assert "rep 0: partial" in out and "not averaged in" in out
+    # client1's figures of the cut run are kept
+    with Store.open(results / "drivelab.db", create=False) as store:
+        ((cid, _),) = store.cells(store.scenarios()[0].id)
+        (cut_run,) = [r for r in store.runs(cid) if r.repetition == 0]
+        kept = {c.client: c for c in store.client_results(cut_run.id)}
+    assert kept["client1"].status.value == "complete" and kept["client1"].tps > 0, kept
+    assert kept["client2"].status.value == "failed", kept
+    # what client2 wrote during the cut run did not stay behind on it
+    assert not list(Path("/var/lib/drivelab-client/client2/runs").glob("*")), "leftover run folder"
 
 
 def test_an_unreachable_client_stops_the_run_before_any_drive_is_touched(lab2, tmp_path):

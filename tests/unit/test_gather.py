@@ -314,6 +314,25 @@ CASES = {
             }
         ],
     ),
+    "client's link cut mid-run, ansible gave up on it: partial, unreachable": Case(
+        {"client1": Client("pgbench_run1_log", _logs_run1(0.0)), "client2": None},
+        "full",
+        RunStatus.PARTIAL,
+        "client2: no output fetched from client2 (unreachable over SSH during "
+        "'pgbench_run : Wait for pgbench to finish' "
+        "(ssh: connect to host 10.213.0.12 port 22: Connection timed out))",
+        {"client1": RUN1_TPS, "client2": None},
+        failures=[
+            {  # as drivelab_failures wrote it in tests/lab/test_faults.py's link cut
+                "kind": "unreachable",
+                "host": "client2",
+                "task": "pgbench_run : Wait for pgbench to finish",
+                "msg": "Task failed: Failed to connect to the host via ssh: "
+                "mux_client_request_session: read from master failed: Broken pipe "
+                "ssh: connect to host 10.213.0.12 port 22: Connection timed out",
+            }
+        ],
+    ),
     "no rc.txt (pgbench never finished): partial": Case(
         {
             "client1": Client("pgbench_run1_log", _logs_run1(0.0)),
