@@ -76,6 +76,7 @@ bench: setup
 	$(BIN)/python bench/skew.py
 	$(BIN)/python bench/parse_throughput.py
 	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/ansible_tuning.py
 	$(BIN)/python bench/client_scale.py
 	$(BIN)/python bench/fidelity.py
 
