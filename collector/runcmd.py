@@ -194,7 +194,9 @@ class Session:
                     shutil.copy2(f, facts_dir / f.name)
         if planned.pretests:
             self.pretests(planned)
-        runner.prepare_database(cell, inventory=self.inv_path, stream=self.args.verbose)
+        runner.prepare_database(
+            cell, inventory=self.inv_path, stream=self.args.verbose, provisioned=True
+        )
 
     def run_telemetry(self, gathered, run_id: int) -> None:
         """After a run: its per-second device and CPU figures from Prometheus, stored

@@ -189,8 +189,17 @@ def release(
 
 
 def prepare_database(
-    cell: Cell, *, inventory: Path | None = None, stream: bool = False, root: Path | None = None
+    cell: Cell,
+    *,
+    inventory: Path | None = None,
+    stream: bool = False,
+    root: Path | None = None,
+    provisioned: bool = False,
 ) -> PlaybookResult:
+    """The cell's databases (playbooks/database.yml). ``provisioned``: provision.yml ran
+    in this session, so drivelab's own cluster needs only to be running (its packages,
+    settings and roles are as provisioning left them); a cluster placement still gets
+    the whole postgresql_server role for its cluster on the drive."""
     facts = cell.cell_dir(root) / "db"
     facts.mkdir(parents=True, exist_ok=True)
     extra: dict[str, Any] = {
@@ -199,6 +208,7 @@ def prepare_database(
         "pgbench_database_scale": cell.scale,
         "pgbench_database_init_options": list(cell.init_options),
         "pgbench_database_facts_dir": str(facts),
+        "pgbench_database_provisioned": provisioned,
     }
     if cell.hosts:
         extra["pgbench_database_clients"] = list(cell.hosts)
