@@ -69,7 +69,7 @@ lab-test: setup
 	$(BIN)/pytest -m lab tests
 
 test: setup lint
-	$(BIN)/pytest tests
+	$(BIN)/pytest --durations=25 tests
 
 bench: setup
 	$(BIN)/python bench/lab_timing.py
