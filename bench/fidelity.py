@@ -1,5 +1,5 @@
 """Fidelity against hand-run tools (issue #9): does drivelab report what pgbench and fio
-report when an operator runs them by hand on the same lab? Interleaved A B A B, 4 pairs
+report when an operator runs them by hand on the same lab? Interleaved A B C A B C, 4 rounds
 of each, so that drift (a warming cache, a busy machine) falls on both sides alike.
 
 pgbench, on nvme (ext4, tablespace, scale 10), from client1, ``-c 2 -j 1 -n -T 15``:
@@ -12,7 +12,12 @@ pgbench, on nvme (ext4, tablespace, scale 10), from client1, ``-c 2 -j 1 -n -T 1
 - B, by hand: ``ip netns exec drivelab-client1 pgbench -h <DB host> -p 5440 -U
   drivelab_client1 -c 2 -j 1 -n -T 15 drivelab_client1`` with the client's pgpass
   (``/var/lib/drivelab-client/client1/pgpass``), its ``tps = ...`` parsed by
-  ``collector.parse.pgbench``. One unmeasured 5 s hand run warms the database first.
+  ``collector.parse.pgbench``. One unmeasured 5 s hand run warms the database first;
+- C, by hand with drivelab's argv: the exact argv of A's pgbench (its command.json:
+  ``-P 1 --progress-timestamp --log`` and the keepalive conninfo included) in the same
+  namespace, in a scratch folder; its printed tps, and its windowed tps computed from
+  its own per-transaction log by ``collector.stats`` as drivelab does. C tells what
+  drivelab's options cost (B against C) from what its orchestration costs (A against C).
 
 fio, on hdd7200 (ext4, capped at 120 IOPS), job rand-read-4k-qd1 (random 4 KiB reads
 at queue depth 1, direct I/O, 5 s after 1 s of ramp, on a file of twice the DB host's
@@ -37,6 +42,7 @@ failure. About 12 minutes on the 2-core lab machine (4 drivelab pre-tests of abo
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -94,8 +100,9 @@ class Lab:
 # --------------------------------------------------------------------------- pgbench
 
 
-def drivelab_pgbench(lab: Lab, cell, rep: int) -> tuple[float, float]:
-    """(windowed tps, tps pgbench printed) of one drivelab run without a cold start."""
+def drivelab_pgbench(lab: Lab, cell, rep: int) -> tuple[float, float, Path]:
+    """(windowed tps, tps pgbench printed, run folder) of one drivelab run without a
+    cold start."""
     from collector import runner  # noqa: PLC0415
     from collector.gather import gather_run  # noqa: PLC0415
 
@@ -105,27 +112,46 @@ def drivelab_pgbench(lab: Lab, cell, rep: int) -> tuple[float, float]:
     st = gather_run(run_dir).stats()
     if st.status.value != "complete" or st.tps is None or st.tps_reported_sum is None:
         raise SystemExit(f"drivelab run {rep}: {st.status.value} ({st.reason}); see {run_dir}")
-    return st.tps, st.tps_reported_sum
+    return st.tps, st.tps_reported_sum, run_dir
 
 
-def hand_pgbench(lab: Lab, duration: int = DURATION) -> float:
+def hand_pgbench(
+    lab: Lab, duration: int = DURATION, argv: list[str] | None = None
+) -> tuple[float, float | None]:
+    """(tps pgbench printed, windowed tps from its per-transaction log or None) of one
+    pgbench by hand in the client's namespace: the plain options, or ``argv``."""
+    from collector import stats  # noqa: PLC0415
     from collector.parse import pgbench  # noqa: PLC0415
+    from collector.records import ClientResult  # noqa: PLC0415
 
     db = f"drivelab_{CLIENT}"
-    argv = [
-        "ip", "netns", "exec", lab.netns,
-        "pgbench", "-h", lab.db_addr, "-p", str(PG_PORT), "-U", db,
-        "-c", str(CLIENTS), "-j", str(THREADS), "-n", "-T", str(duration), db,
-    ]  # fmt: skip
+    if argv is None:
+        argv = [
+            "pgbench", "-h", lab.db_addr, "-p", str(PG_PORT), "-U", db,
+            "-c", str(CLIENTS), "-j", str(THREADS), "-n", "-T", str(duration), db,
+        ]  # fmt: skip
     env = dict(os.environ, PGPASSFILE=str(CLIENT_DIR / CLIENT / "pgpass"))
     with tempfile.TemporaryDirectory(prefix="drivelab-bench-pgbench-") as cwd:
         proc = subprocess.run(
-            argv, cwd=cwd, env=env, capture_output=True, text=True, check=False,
-            timeout=duration + 120,
+            ["ip", "netns", "exec", lab.netns, *argv], cwd=cwd, env=env, capture_output=True,
+            text=True, check=False, timeout=duration + 120,
         )  # fmt: skip
-    if proc.returncode != 0:
-        raise SystemExit(f"hand pgbench exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
-    return pgbench.parse_report(proc.stdout, "hand pgbench").tps
+        if proc.returncode != 0:
+            raise SystemExit(f"hand pgbench exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        printed = pgbench.parse_report(proc.stdout, "hand pgbench").tps
+        logs = sorted(Path(cwd).glob("pgbench_log.*"))
+        if not logs:
+            return printed, None
+        log = pgbench.summarize_txlog(logs)
+        client = ClientResult(CLIENT, tps=printed, start=log.first_start, end=log.last_end)
+        run = stats.run_stats([client], stats.series_from_txlog(CLIENT, log))
+        return printed, run.tps_windowed
+
+
+def drivelab_argv(run_dir: Path) -> list[str]:
+    """The argv drivelab's wrapper ran on CLIENT (its command.json)."""
+    doc = json.loads((run_dir / CLIENT / "command.json").read_text(encoding="utf-8"))
+    return [str(a) for a in doc["argv"]]
 
 
 # --------------------------------------------------------------------------- fio
@@ -200,11 +226,11 @@ def row(what: str, a: list[float], b: list[float]) -> str:
     )
 
 
-def verdict(tool: str, unit: str, a: list[float], b: list[float]) -> str:
+def verdict(tool: str, unit: str, a: list[float], b: list[float], side: str = "B") -> str:
     ma = statistics.mean(a)
     where = "within" if min(b) <= ma <= max(b) else "outside"
     return (
-        f"{tool}: drivelab's mean {ma:,.1f} {unit} lies {where} the hand runs' range "
+        f"{tool}: drivelab's mean {ma:,.1f} {unit} lies {where} the hand runs' ({side}) range "
         f"{min(b):,.1f}-{max(b):,.1f} {unit}."
     )
 
@@ -219,6 +245,8 @@ def main() -> None:
     pg_a: list[float] = []
     pg_a_reported: list[float] = []
     pg_b: list[float] = []
+    pg_c: list[float] = []
+    pg_c_reported: list[float] = []
     fio_a: list[float] = []
     fio_b: list[float] = []
     drivelab("lab", "down")
@@ -239,13 +267,19 @@ def main() -> None:
         runner.prepare_database(cell)
         hand_pgbench(lab, WARMUP)
         for i in range(PAIRS):
-            tps, reported = drivelab_pgbench(lab, cell, i)
+            tps, reported, run_dir = drivelab_pgbench(lab, cell, i)
             pg_a.append(tps)
             pg_a_reported.append(reported)
-            pg_b.append(hand_pgbench(lab))
+            pg_b.append(hand_pgbench(lab)[0])
+            printed, windowed = hand_pgbench(lab, argv=drivelab_argv(run_dir))
+            if windowed is None:
+                raise SystemExit(f"hand pgbench with drivelab's argv left no log ({run_dir})")
+            pg_c_reported.append(printed)
+            pg_c.append(windowed)
             print(
-                f"pgbench pair {i + 1}: drivelab {tps:,.1f} tps (pgbench printed "
-                f"{reported:,.1f}), hand {pg_b[-1]:,.1f} tps"
+                f"pgbench round {i + 1}: drivelab {tps:,.1f} tps (pgbench printed "
+                f"{reported:,.1f}), hand {pg_b[-1]:,.1f} tps, hand with drivelab's argv "
+                f"{windowed:,.1f} tps windowed ({printed:,.1f} printed)"
             )
         for i in range(PAIRS):
             fio_a.append(drivelab_fio(results / "fio" / f"drivelab-{i}"))
@@ -265,10 +299,22 @@ def main() -> None:
         "|---|---|---|---:|---:|---:|---|---|---|",
         row("pgbench tps (drivelab: windowed, as reported)", pg_a, pg_b),
         row("pgbench tps (drivelab: the tps pgbench printed)", pg_a_reported, pg_b),
+        row("pgbench tps, windowed: drivelab (A) vs by hand with drivelab's argv (C)", pg_a, pg_c),
+        row(
+            "pgbench tps, printed: drivelab (A) vs by hand with drivelab's argv (C)",
+            pg_a_reported,
+            pg_c_reported,
+        ),
+        row(
+            "pgbench tps, printed: by hand with drivelab's argv (C) vs plain (B)",
+            pg_c_reported,
+            pg_b,
+        ),
         row(f"fio {FIO_JOB} IOPS, {FIO_DRIVE}", fio_a, fio_b),
     ]
     verdicts = [
         verdict("pgbench", "tps", pg_a, pg_b),
+        verdict("pgbench with drivelab's argv", "tps", pg_a, pg_c, "C"),
         verdict("fio", "IOPS", fio_a, fio_b),
     ]
     print("\n".join([*table, "", *verdicts]))
@@ -277,12 +323,15 @@ def main() -> None:
         "",
         machine_note(),
         "",
-        f"Interleaved A B A B, {PAIRS} pairs each, on a 2-client lab. pgbench: {PG_DRIVE}, "
+        f"Interleaved A B C A B C, {PAIRS} rounds, on a 2-client lab. pgbench: {PG_DRIVE}, "
         f"ext4, tablespace, scale {SCALE}, `-c {CLIENTS} -j {THREADS} -n -T {DURATION}` from "
         f"{CLIENT}; A = `collector.runner.run_pgbench` without the cold start (the hand run "
         "does none; drivelab's pgbench also writes its per-transaction log and `-P 1` "
         "progress), B = the same pgbench by hand in the client's namespace with its "
-        f"pgpass, after one unmeasured {WARMUP} s hand run. fio: {FIO_JOB} on {FIO_DRIVE} "
+        f"pgpass, after one unmeasured {WARMUP} s hand run; C = by hand with the exact "
+        "argv of the A run before it (its command.json: `-P 1 --progress-timestamp --log` "
+        "and the keepalive conninfo), its windowed tps computed from its own log by "
+        "`collector.stats` as drivelab does. fio: {FIO_JOB} on {FIO_DRIVE} "
         f"(cap {fio_cap} IOPS), {FIO_RUNTIME} s after "
         f"{FIO_RAMP} s of ramp, on a file of twice the DB host's memory; A = "
         f"`playbooks/fio.yml` (runtime {FIO_RUNTIME}), B = the same job by hand inside the "
