@@ -393,7 +393,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     session.total = sum(c.repetitions if c.adaptive is None else c.adaptive.max for c in cells)
     session.estimate = sum(sc.estimate_seconds(c) for c in cells)
     preflight(inv_path, console)
-    runner.provision(inventory=inv_path, stream=args.verbose)
+    if args.reprovision:
+        runner.provision(inventory=inv_path, stream=args.verbose)
+    else:
+        _, unchanged = runner.provision_unless_unchanged(inventory=inv_path, stream=args.verbose)
+        if unchanged:
+            # one line under 80 columns: rich wraps at 80 when not on a terminal
+            console.print("provisioning skipped: every host is current (--reprovision forces it)")
     if not args.no_telemetry:
         live_target = "" if args.no_live else f"{args.metrics_addr}:{args.metrics_port}"
         runner.telemetry(live_target=live_target, inventory=inv_path, stream=args.verbose)
@@ -526,6 +532,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--metrics-port", type=port_arg, default=9479,
         help="port of the live metrics, for Prometheus and `drivelab watch` (default 9479)",
+    )  # fmt: skip
+    p.add_argument(
+        "--reprovision", action="store_true",
+        help="provision every host even if nothing drivelab provisions with has changed",
     )  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")
     p.set_defaults(func=cmd_run)

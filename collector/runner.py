@@ -15,6 +15,7 @@ was being run) and again when it ends.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -28,7 +29,7 @@ from typing import Any
 
 from collector.errors import DrivelabError
 from collector.gather import record_run_dir
-from collector.paths import results_dir
+from collector.paths import LOCAL_INVENTORY, REPO, results_dir
 from collector.playbook import PlaybookResult, run_playbook
 from collector.store import Store
 
@@ -123,8 +124,53 @@ def _write_json(path: Path, doc: Any) -> None:
     os.replace(tmp, path)
 
 
+SECRETS_DIR = Path.home() / ".local/share/drivelab/secrets"  # postgresql_server's default
+
+
+def provision_stamp(inventory: Path) -> str:
+    """A hash of what provisioning depends on: the roles, playbooks, Ansible plugins and
+    ansible.cfg, the inventory (with its group_vars and host_vars) and the generated
+    client passwords. Equal stamps on every host mean provisioning would change nothing
+    that drivelab made it do (a hand-made change on a host is not seen: --reprovision)."""
+    h = hashlib.sha256()
+    plugins = REPO / "collector" / "ansible_plugins"
+    roots = [REPO / "ansible.cfg", REPO / "roles", REPO / "playbooks", plugins]
+    inventory = Path(inventory).resolve()
+    roots += [inventory] if inventory.is_dir() else [
+        inventory, inventory.parent / "group_vars", inventory.parent / "host_vars"
+    ]  # fmt: skip
+    roots.append(SECRETS_DIR)
+    for root in roots:
+        files = [root] if root.is_file() else sorted(root.rglob("*")) if root.is_dir() else []
+        for path in files:
+            if path.is_file() and "__pycache__" not in path.parts:
+                h.update(f"{path}\0".encode())
+                h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
 def provision(*, inventory: Path | None = None, stream: bool = False) -> PlaybookResult:
+    """playbooks/provision.yml, in full."""
     return run_playbook("provision.yml", {}, inventory=inventory, stream=stream, what="provision")
+
+
+def provision_unless_unchanged(
+    *, inventory: Path | None = None, stream: bool = False
+) -> tuple[PlaybookResult, bool]:
+    """playbooks/provision.yml, stopped after its first play when every host carries the
+    stamp of an earlier provisioning with the same roles, inventory and passwords
+    (:func:`provision_stamp`). Returns the result and whether it stopped there."""
+    with tempfile.TemporaryDirectory(prefix="drivelab-provision-") as tmp:
+        verdict = Path(tmp) / "unchanged"
+        extra = {
+            "drivelab_provision_stamp": provision_stamp(inventory or LOCAL_INVENTORY),
+            "drivelab_provision_verdict": str(verdict),
+        }
+        result = run_playbook(
+            "provision.yml", extra, inventory=inventory, stream=stream, what="provision"
+        )
+        skipped = verdict.exists() and verdict.read_text(encoding="utf-8").strip() == "True"
+    return result, skipped
 
 
 def telemetry(

@@ -10,12 +10,15 @@ import sqlite3
 import subprocess
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.lab.conftest import BIN, REPO
 
 pytestmark = pytest.mark.lab
+
+STAMPS = Path("/var/lib/drivelab/provisioned")
 
 MATRIX = """\
     ---
@@ -77,12 +80,16 @@ def test_killed_after_the_first_run_and_started_again_it_finishes_exactly(lab2, 
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
+    # a fresh lab (no stamps): provisioned in full, and every host stamped afterwards
+    assert sorted(p.name for p in STAMPS.iterdir()) == ["client1", "client2", "dbhost"]
     kept = stored(db)
     assert len(kept) >= 1
     second = drivelab_run(scenario, env)
     out, _ = second.communicate(timeout=1500)
     assert second.returncode == 0, out[-3000:]
     assert "all 2 repetitions stored, skipped" in out or "rep 1" in out
+    # nothing drivelab provisions with changed since: provisioning stopped at the stamps
+    assert "provisioning skipped: every host is current" in out
     runs = stored(db)
     assert len(runs) == 4, runs
     assert len({(key, rep) for key, rep, _ in runs}) == 4
