@@ -150,8 +150,11 @@ def provision_stamp(inventory: Path) -> str:
 
 
 def provision(*, inventory: Path | None = None, stream: bool = False) -> PlaybookResult:
-    """playbooks/provision.yml, in full."""
-    return run_playbook("provision.yml", {}, inventory=inventory, stream=stream, what="provision")
+    """playbooks/provision.yml, in full; each host keeps the stamp afterwards."""
+    extra = {"drivelab_provision_stamp": provision_stamp(inventory or LOCAL_INVENTORY)}
+    return run_playbook(
+        "provision.yml", extra, inventory=inventory, stream=stream, what="provision"
+    )
 
 
 def provision_unless_unchanged(
@@ -164,6 +167,7 @@ def provision_unless_unchanged(
         verdict = Path(tmp) / "unchanged"
         extra = {
             "drivelab_provision_stamp": provision_stamp(inventory or LOCAL_INVENTORY),
+            "drivelab_provision_skip": True,
             "drivelab_provision_verdict": str(verdict),
         }
         result = run_playbook(
