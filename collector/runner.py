@@ -151,10 +151,7 @@ def provision_stamp(inventory: Path) -> str:
 
 def provision(*, inventory: Path | None = None, stream: bool = False) -> PlaybookResult:
     """playbooks/provision.yml, in full; each host keeps the stamp afterwards."""
-    extra = {"drivelab_provision_stamp": provision_stamp(inventory or LOCAL_INVENTORY)}
-    return run_playbook(
-        "provision.yml", extra, inventory=inventory, stream=stream, what="provision"
-    )
+    return _provision(inventory, stream, skip_unchanged=False)[0]
 
 
 def provision_unless_unchanged(
@@ -163,13 +160,19 @@ def provision_unless_unchanged(
     """playbooks/provision.yml, stopped after its first play when every host carries the
     stamp of an earlier provisioning with the same roles, inventory and passwords
     (:func:`provision_stamp`). Returns the result and whether it stopped there."""
+    return _provision(inventory, stream, skip_unchanged=True)
+
+
+def _provision(
+    inventory: Path | None, stream: bool, *, skip_unchanged: bool
+) -> tuple[PlaybookResult, bool]:
     with tempfile.TemporaryDirectory(prefix="drivelab-provision-") as tmp:
         verdict = Path(tmp) / "unchanged"
-        extra = {
-            "drivelab_provision_stamp": provision_stamp(inventory or LOCAL_INVENTORY),
-            "drivelab_provision_skip": True,
-            "drivelab_provision_verdict": str(verdict),
+        extra: dict[str, Any] = {
+            "drivelab_provision_stamp": provision_stamp(inventory or LOCAL_INVENTORY)
         }
+        if skip_unchanged:
+            extra |= {"drivelab_provision_skip": True, "drivelab_provision_verdict": str(verdict)}
         result = run_playbook(
             "provision.yml", extra, inventory=inventory, stream=stream, what="provision"
         )
