@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import importlib.util
 import re
 import stat
 import types
@@ -41,6 +42,7 @@ from pydantic import (
 )
 
 from collector.errors import DrivelabError
+from collector.paths import REPO
 from collector.runner import Cell, PgbenchOptions
 
 # --- names and arguments -----------------------------------------------------------------
@@ -51,7 +53,7 @@ DRIVE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 #: scenario and size names; the scenario name is also its results folder
 SCENARIO_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 #: one mkfs or pgbench -i argument: no spaces, quotes or shell metacharacters
-ARGUMENT = re.compile(r"[A-Za-z0-9_=,.:/+-]{1,200}")
+ARGUMENT = re.compile(r"[A-Za-z0-9_=,.:/+^-]{1,200}")
 #: mount options, as roles/preflight checks them
 MOUNT_OPTIONS = re.compile(r"[A-Za-z0-9_=,.:/-]{1,200}")
 #: a custom pgbench script path, relative to the scenario file
@@ -104,18 +106,22 @@ ScenarioName = Annotated[str, AfterValidator(_matching(SCENARIO_NAME, "name"))]
 Argument = Annotated[str, AfterValidator(_matching(ARGUMENT, "argument"))]
 
 
-def _no_path(value: str) -> str:
-    # mkfs.btrfs formats every device it is given, mkfs.xfs -l logdev= and mkfs.ext4
-    # -J device= write to another one: only the drives the gate checked are formatted
-    if "/" in value:
-        raise ValueError(
-            f"{_show(value)}: an mkfs argument cannot name a path"
-            " (mkfs would write to a device the gate has not checked)"
-        )
-    return value
+def _host_rules() -> Any:
+    """The DB host's own allow-lists for mkfs and mount options (the module drive_format
+    builds its argv with them): loaded from the role, so a scenario is refused with the
+    very line the host would give, before anything runs."""
+    path = REPO / "roles" / "candidate_drive" / "module_utils" / "drivelab_argv.py"
+    spec = importlib.util.spec_from_file_location("drivelab_argv", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-MkfsArgument = Annotated[Argument, AfterValidator(_no_path)]
+HOST_RULES = _host_rules()
+
+
 MountOptions = Annotated[str, AfterValidator(_matching(MOUNT_OPTIONS, "mount option string"))]
 
 
@@ -147,8 +153,28 @@ class Strict(BaseModel):
 
 class Filesystem(Strict):
     fs: Literal["ext4", "xfs", "btrfs"] = "ext4"
-    mkfs_options: list[MkfsArgument] = Field(default_factory=list, max_length=32)
+    mkfs_options: list[Argument] = Field(default_factory=list, max_length=32)
     mount_options: MountOptions = "noatime"
+
+    @field_validator("mkfs_options")
+    @classmethod
+    def _mkfs_allowed(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        try:
+            HOST_RULES.mkfs_options(info.data.get("fs", "ext4"), value)
+        except HOST_RULES.Refusal as err:
+            raise ValueError(
+                f"[{err.index}]: {err}" if err.index is not None else str(err)
+            ) from None
+        return value
+
+    @field_validator("mount_options")
+    @classmethod
+    def _mount_allowed(cls, value: str, info: ValidationInfo) -> str:
+        try:
+            HOST_RULES.mount_options(info.data.get("fs", "ext4"), value)
+        except HOST_RULES.Refusal as err:
+            raise ValueError(str(err)) from None
+        return value
 
 
 class RaidSet(Strict):
@@ -478,6 +504,9 @@ def _first_error(exc: ValidationError, prefix: str = "") -> str:
     if not where and re.match(r"[a-z_]+(\[\d+\])?(\.[a-z_]+(\[\d+\])?)*: ", message):
         # a model-level check names its own path ("raid[0].name: ...")
         where, message = message.split(": ", 1)
+    index = re.match(r"\[(\d+)\]: ", message)
+    if index:  # a list check names the item at fault
+        where, message = f"{where}[{index.group(1)}]", message[index.end() :]
     where = ".".join(p for p in (prefix, where) if p)
     return f"{where}: {message}" if where else message
 

@@ -8,10 +8,12 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -207,3 +209,280 @@ def test_gate_refuses_and_touches_nothing(lab2, case):
     assert case.drive in msg
     assert before == after, "the refused run changed a drive, a mount or a signature"
     print(f"{case.id}: {msg}")
+
+
+# --- the drive modules are the one authority (issue 15) -------------------------------------
+# Requests through the documented playbook interface (-e @request.json), the roles'
+# tasks_from entry point and `drivelab run`: each refused in one line naming the option or
+# the device, and nothing changed on any lab drive nor on a loop device outside the
+# inventory (the device a bad option would have formatted).
+
+SACRIFICE = "/dev/shm/drivelab-gate-sacrifice"
+PGDATA = "/dev/shm/drivelab-gate-pgdata"
+
+
+def losetup(path: str) -> str:
+    return subprocess.run(
+        ["losetup", "--find", "--show", path], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def detach(dev: str) -> None:
+    subprocess.run(["losetup", "-d", dev], capture_output=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def sacrifice(lab2):
+    """A loop device in no inventory, holding data: what a bad request would destroy."""
+    with open(SACRIFICE, "wb") as fh:
+        fh.write(os.urandom(16 * MiB))
+        fh.truncate(64 * MiB)
+        fh.seek(-16 * MiB, os.SEEK_END)
+        fh.write(os.urandom(16 * MiB))
+    dev = losetup(SACRIFICE)
+    try:
+        yield dev
+    finally:
+        detach(dev)
+        os.unlink(SACRIFICE)
+
+
+def full_snapshot(extra: str) -> dict:
+    state = snapshot()
+    with open(extra, "rb") as fh:
+        state[extra] = hashlib.sha256(fh.read()).hexdigest()
+    state["blkid"] = subprocess.run(
+        ["blkid", "-p", "-o", "export", extra], capture_output=True, text=True, check=False
+    ).stdout
+    return state
+
+
+def refused(request: list[dict], drives: list[dict], sacrificed: str) -> str:
+    """The one-line refusal of a drives.yml run; asserts that nothing changed."""
+    before = full_snapshot(sacrificed)
+    rc, failures = run_gate(request, drives)
+    after = full_snapshot(sacrificed)
+    assert rc != 0, "the playbook went on"
+    assert failures, "no failure was reported"
+    msg = failures[0]["msg"]
+    assert "\n" not in msg and msg.startswith("refused: "), msg
+    assert before == after, "the refused run changed a drive, a mount or a signature"
+    return msg
+
+
+#: (id, request with {S} for the sacrificial device, what the refusal must say)
+BAD_REQUESTS = [
+    ("device-as-btrfs-option", {"drives": ["raid1"], "fs": "btrfs", "mkfs_options": ["{S}"]},
+     "mkfs.btrfs option '{S}': a bare argument is not an option"),
+    ("device-as-ext4-option", {"drives": ["raid1"], "fs": "ext4", "mkfs_options": ["{S}"]},
+     "mkfs.ext4 option '{S}': a bare argument is not an option"),
+    ("device-as-xfs-option", {"drives": ["raid1"], "fs": "xfs", "mkfs_options": ["{S}"]},
+     "mkfs.xfs option '{S}': a bare argument is not an option"),
+    ("ext4-journal-device", {"drives": ["raid1"], "fs": "ext4", "mkfs_options": ["-J", "device={S}"]},
+     "mkfs.ext4 option -J 'device={S}': 'device' is not a suboption drivelab allows"),
+    ("ext4-root-directory", {"drives": ["raid1"], "fs": "ext4", "mkfs_options": ["-d", "/etc"]},
+     "mkfs.ext4 option '-d': not an option drivelab allows for ext4"),
+    ("ext4-undo-file", {"drives": ["raid1"], "fs": "ext4", "mkfs_options": ["-z", "{S}"]},
+     "mkfs.ext4 option '-z': not an option drivelab allows for ext4"),
+    ("xfs-log-device", {"drives": ["raid1"], "fs": "xfs", "mkfs_options": ["-l", "logdev={S}"]},
+     "mkfs.xfs option -l 'logdev={S}': 'logdev' is not a suboption drivelab allows"),
+    ("xfs-realtime-device", {"drives": ["raid1"], "fs": "xfs", "mkfs_options": ["-r", "rtdev={S}"]},
+     "mkfs.xfs option -r 'rtdev={S}': 'rtdev' is not a suboption drivelab allows"),
+    ("xfs-data-file", {"drives": ["raid1"], "fs": "xfs", "mkfs_options": ["-d", "name={S}"]},
+     "mkfs.xfs option -d 'name={S}': 'name' is not a suboption drivelab allows"),
+    ("xfs-protofile", {"drives": ["raid1"], "fs": "xfs", "mkfs_options": ["-p", "/etc/fstab"]},
+     "mkfs.xfs option '-p': not an option drivelab allows for xfs"),
+    ("btrfs-rootdir", {"drives": ["raid1"], "fs": "btrfs", "mkfs_options": ["--rootdir", "/etc"]},
+     "mkfs.btrfs option '--rootdir': not an option drivelab allows for btrfs"),
+    ("btrfs-label-forged", {"drives": ["raid1"], "fs": "btrfs", "mkfs_options": ["-L", "drivelab-x"]},
+     "mkfs.btrfs option '-L': not allowed (the label is drivelab's own marker)"),
+    ("mount-device-option", {"drives": ["raid1"], "fs": "btrfs", "mount_options": "noatime,device={S}"},
+     "mount option 'device={S}' (btrfs): not allowed"),
+    ("mount-loop-offset", {"drives": ["raid1"], "fs": "ext4", "mount_options": "loop,offset=0"},
+     "mount option 'loop' (ext4): not allowed"),
+    ("mount-journal-path", {"drives": ["raid1"], "fs": "ext4", "mount_options": "journal_path={S}"},
+     "mount option 'journal_path={S}' (ext4): not allowed"),
+]  # fmt: skip
+
+
+def _fill(value, dev):
+    if isinstance(value, str):
+        return value.replace("{S}", dev)
+    if isinstance(value, list):
+        return [_fill(v, dev) for v in value]
+    return {k: _fill(v, dev) for k, v in value.items()}
+
+
+@pytest.mark.parametrize(
+    ("request_", "expected"), [b[1:] for b in BAD_REQUESTS], ids=[b[0] for b in BAD_REQUESTS]
+)
+def test_bad_options_are_refused_by_the_host_and_touch_nothing(sacrifice, request_, expected):
+    request = [{"name": "x", **_fill(request_, sacrifice)}]
+    msg = refused(request, db_drives(), sacrifice)
+    assert _fill(expected, sacrifice) in msg, msg
+    print(msg)
+
+
+@contextlib.contextmanager
+def running_cluster() -> Iterator[int]:
+    """A real PostgreSQL cluster under /dev/shm/drivelab-..., running; stopped and
+    removed afterwards. Yields the postmaster's pid."""
+    initdb = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))[-1]
+    os.makedirs(PGDATA, mode=0o700)
+    shutil.chown(PGDATA, "postgres", "postgres")
+    as_pg = ["runuser", "-u", "postgres", "--"]
+    try:
+        sh(*as_pg, str(initdb), "-D", PGDATA, "-A", "trust", "--no-sync", "-U", "postgres")
+        sh(*as_pg, str(initdb.parent / "pg_ctl"), "-D", PGDATA, "-w", "-l", f"{PGDATA}/log",
+           "-o", f"-p 5499 -k {PGDATA} -c listen_addresses=''", "start")  # fmt: skip
+        yield int(Path(PGDATA, "postmaster.pid").read_text().split()[0])
+    finally:
+        subprocess.run([*as_pg, str(initdb.parent / "pg_ctl"), "-D", PGDATA, "-m", "immediate",
+                        "stop"], capture_output=True, check=False)  # fmt: skip
+        shutil.rmtree(PGDATA, ignore_errors=True)
+
+
+def test_a_loop_device_backed_by_a_file_in_pgdata_is_refused(sacrifice):
+    with running_cluster():
+        backing = f"{PGDATA}/base/drivelab-disk.img"
+        with open(backing, "wb") as fh:
+            fh.truncate(256 * MiB)
+        dev = losetup(backing)
+        try:
+            drives = [
+                *db_drives(),
+                {"name": "inpg", "device": dev, "allow_loop": True, "wipe": True},
+            ]
+            request = [{"name": "inpg", "drives": ["inpg"], "fs": "ext4"}]
+            before = hashlib.sha256(Path(backing).read_bytes()).hexdigest()
+            msg = refused(request, drives, sacrifice)
+            assert hashlib.sha256(Path(backing).read_bytes()).hexdigest() == before
+        finally:
+            detach(dev)
+    assert f"drive inpg ({dev}): its backing file {backing} lies inside {PGDATA}" in msg, msg
+    assert "PostgreSQL" in msg
+    print(msg)
+
+
+def test_a_loop_device_over_a_block_device_is_refused(sacrifice):
+    dev = losetup(sacrifice)
+    try:
+        drives = [*db_drives(), {"name": "over", "device": dev, "allow_loop": True, "wipe": True}]
+        msg = refused([{"name": "over", "drives": ["over"], "fs": "ext4"}], drives, sacrifice)
+    finally:
+        detach(dev)
+    assert f"drive over ({dev}): its backing file {sacrifice} is a block device" in msg, msg
+
+
+def test_a_missing_mkfs_is_refused_before_wipefs_through_tasks_from(sacrifice, tmp_path):
+    """mkfs.xfs hidden from the DB host's PATH: an XFS request on a drive that carries a
+    filesystem (wipe: true) is refused before wipefs runs; the signature is still there.
+    Entered at tasks_from: format, so the role's entry point gates by itself."""
+    path = tmp_path / "bin"
+    path.mkdir()
+    for folder in ("/usr/sbin", "/usr/bin"):
+        for tool in os.listdir(folder):
+            if tool != "mkfs.xfs" and not (path / tool).exists():
+                (path / tool).symlink_to(os.path.join(folder, tool))
+    with foreign_fs("ext4"):
+        before = full_snapshot(sacrifice)
+        with tempfile.TemporaryDirectory(prefix="drivelab-gate-") as tmp:
+            failures = os.path.join(tmp, "failures.jsonl")
+            extra = {
+                "candidate_drive_request": [{"name": "hdd10k", "drives": ["hdd10k"], "fs": "xfs"}],
+                "candidate_drives": replace("hdd10k", wipe=True)(db_drives()),
+                "drivelab_test_path": str(path),
+            }
+            vars_file = os.path.join(tmp, "vars.json")
+            Path(vars_file).write_text(json.dumps(extra))
+            env = dict(
+                os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), DRIVELAB_FAILURES=failures
+            )
+            proc = subprocess.run(
+                [str(BIN / "ansible-playbook"), "tests/lab/playbooks/format_entry_point.yml", "-e", f"@{vars_file}"],
+                cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+            )  # fmt: skip
+            lines = [json.loads(x) for x in Path(failures).read_text().splitlines()]
+        after = full_snapshot(sacrifice)
+        assert blkid_type(device("hdd10k")) == "ext4", "the drive's signature is gone"
+    assert proc.returncode != 0
+    msg = lines[0]["msg"]
+    assert msg.startswith("refused: hdd10k (xfs): mkfs.xfs (package xfsprogs) not found on PATH"), (
+        msg
+    )
+    assert "nothing was written" in msg
+    assert before == after
+    print(msg)
+
+
+def blkid_type(dev: str) -> str:
+    return subprocess.run(
+        ["blkid", "-p", "-s", "TYPE", "-o", "value", dev],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+
+
+def test_a_bad_value_stops_at_the_entry_points_argument_spec(sacrifice, tmp_path):
+    vars_file = tmp_path / "vars.json"
+    vars_file.write_text(json.dumps({
+        "candidate_drive_request": [{"name": "x", "drives": ["raid1"], "fs": "ntfs"}],
+        "candidate_drives": db_drives(),
+    }))  # fmt: skip
+    before = full_snapshot(sacrifice)
+    proc = subprocess.run(
+        [str(BIN / "ansible-playbook"), "tests/lab/playbooks/format_entry_point.yml", "-e", f"@{vars_file}"],
+        cwd=REPO, env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    out = " ".join(proc.stdout.split())
+    assert "argument_spec_name: format" in out, out[-2000:]
+    assert "value of fs must be one of: ext4, xfs, btrfs, got: ntfs" in out, out[-2000:]
+    assert "Gate (refuses" not in out, "the role went past its boundary"
+    assert full_snapshot(sacrifice) == before
+
+
+#: scenario filesystems for `drivelab run` and the refusal the host gives the same request
+RUN_CASES = [
+    ({"fs": "btrfs", "mkfs_options": ["{S}"]}, "mkfs.btrfs option '{S}': a bare argument is not an option"),
+    ({"fs": "xfs", "mkfs_options": ["-l", "logdev={S}"]}, "mkfs.xfs option -l 'logdev={S}': 'logdev' is not a suboption"),
+    ({"fs": "ext4", "mkfs_options": ["-J", "device={S}"]}, "mkfs.ext4 option -J 'device={S}': 'device' is not a suboption"),
+    ({"fs": "btrfs", "mount_options": "noatime,device={S}"}, "mount option 'device={S}' (btrfs): not allowed"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fs", "expected"),
+    RUN_CASES,
+    ids=["btrfs-device", "xfs-logdev", "ext4-journal", "mount-device"],
+)
+def test_drivelab_run_gives_the_hosts_refusal_and_touches_nothing(
+    sacrifice, tmp_path, fs, expected
+):
+    import yaml  # noqa: PLC0415
+
+    scen = tmp_path / "bad.yml"
+    scen.write_text(yaml.safe_dump({
+        "name": "gate-probe", "drives": ["raid1"], "filesystems": [_fill(fs, sacrifice)],
+        "placement": ["tablespace"], "workload": {"scale": [1], "duration": 5}, "hosts": [1],
+        "repetitions": 1,
+    }))  # fmt: skip
+    host = refused(
+        [{"name": "raid1", "drives": ["raid1"], **_fill(fs, sacrifice)}], db_drives(), sacrifice
+    )
+    before = full_snapshot(sacrifice)
+    proc = subprocess.run(
+        [str(BIN / "drivelab"), "run", str(scen)], cwd=REPO, capture_output=True, text=True,
+        timeout=120, check=False, env=dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results")),
+    )  # fmt: skip
+    assert proc.returncode != 0
+    line = proc.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line, line
+    reason = _fill(expected, sacrifice)
+    assert reason in line and reason in host
+    # the very words of the host's refusal, after its "refused: "
+    assert host.removeprefix("refused: ") in line, (line, host)
+    assert full_snapshot(sacrifice) == before
+    assert not (tmp_path / "results").exists()

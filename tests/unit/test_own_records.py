@@ -3,14 +3,12 @@ folder are not records (a wcache file used to crash the gate with a KeyError).""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-_PATH = Path(__file__).resolve().parents[2] / "roles/candidate_drive/module_utils/drivelab_gate.py"
-_spec = importlib.util.spec_from_file_location("drivelab_gate", _PATH)
-gate = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gate)
+from tests.unit.hostcode import module_util
+
+module_util("candidate_drive", "drivelab_argv")
+gate = module_util("candidate_drive", "drivelab_gate")
 
 
 def test_records_skip_write_cache_originals_and_give_uuids_and_mounts(tmp_path):

@@ -257,7 +257,7 @@ BAD: list[tuple[str, Any, str]] = [
     (
         "init option with a semicolon",
         workload(init_options=["--foreign-keys;reboot"]),
-        "workload.init_options[0]: '--foreign-keys;reboot' is not a valid argument ([A-Za-z0-9_=,.:/+-]{1,200})",
+        "workload.init_options[0]: '--foreign-keys;reboot' is not a valid argument ([A-Za-z0-9_=,.:/+^-]{1,200})",
     ),
     (
         "placement typo",

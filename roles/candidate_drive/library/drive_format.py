@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.drivelab_gate import (
+from ansible.module_utils.drivelab_argv import (
+    Commands,
     Refusal,
+    md_path,
+    mkfs_options,
+    mount_options,
+    resolve_tools,
+    tools_for,
+)
+from ansible.module_utils.drivelab_gate import (
     check,
     mounts,
     own_marks,
@@ -29,27 +38,35 @@ from ansible.module_utils.drivelab_gate import (
 
 DOCUMENTATION = r"""
 module: drive_format
-short_description: drivelab's own filesystem on candidate drives (gated)
+short_description: drivelab's own filesystem on candidate drives (gated), mounted
+description:
+  - Every argv for wipefs, mkfs, mdadm, mount and umount comes from drivelab_argv's
+    builder: mkfs and mount options pass a per-filesystem allow-list, and every argument
+    that could name a device must be one the gate passed in this invocation.
+  - Every tool is looked up on PATH before anything is written.
 options:
   name: {description: filesystem name (a drive or a RAID set), type: str, required: true}
   members: {description: drive names it spans, type: list, elements: str, required: true}
   inventory: {description: the DB host's candidate_drives, type: list, elements: dict, required: true}
   fs: {description: ext4, xfs or btrfs, type: str, choices: [ext4, xfs, btrfs], default: ext4}
-  mkfs_options: {description: extra mkfs arguments, type: list, elements: str, default: []}
+  mkfs_options: {description: extra mkfs arguments (allow-listed per filesystem), type: list, elements: str, default: []}
+  mount_options: {description: mount options (allow-listed per filesystem), type: str, default: noatime}
   raid_level: {description: raid0, raid1, raid5 or raid10 (none for one drive), type: str, default: none}
   raid_method: {description: btrfs (native) or mdadm, type: str, choices: [btrfs, mdadm], default: btrfs}
   min_size: {description: smallest member size in bytes the scenario needs, type: int, default: 0}
   protected_paths: {description: more paths whose devices are never touched, type: list, elements: str, default: []}
   state_dir: {description: where drivelab records what it made, type: path, required: true}
   mount_root: {description: drivelab's mount points live here, type: path, required: true}
-  state: {description: present or absent, type: str, choices: [present, absent], default: present}
+  state: {description: present (made and mounted) or absent, type: str, choices: [present, absent], default: present}
 """
 
 LABEL_MAX = {"ext4": 16, "xfs": 12, "btrfs": 255}
+RAID_LEVELS = ("none", "raid0", "raid1", "raid5", "raid10")
 
 
 def sh(argv):
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    """Runs an argv built by Commands (from /, so no relative name means anything)."""
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd="/")
     if proc.returncode != 0:
         raise Refusal(f"{' '.join(argv)}: {(proc.stderr or proc.stdout).strip()}")
     return proc.stdout
@@ -65,19 +82,35 @@ def write_record(state_dir, rec):
     os.replace(tmp, os.path.join(state_dir, f"{rec['name']}.json"))
 
 
-def unmount(point):
+def mounted_at(point):
+    return [m for m in mounts() if m[0] == point]
+
+
+def unmount(cmds, name, point):
     for _ in range(50):
-        if point not in [m[0] for m in mounts()]:
+        if not mounted_at(point):
             return
-        proc = subprocess.run(["umount", point], capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            cmds.umount(name), capture_output=True, text=True, check=False, cwd="/"
+        )
         if proc.returncode == 0:
             continue
         time.sleep(0.1)
     raise Refusal(f"{point}: could not unmount it (busy?)")
 
 
-def md_path(name):
-    return f"/dev/md/drivelab-{name}"
+def mount_point_ready(point):
+    """The mount point exists as an empty folder (drivelab never mounts over data)."""
+    if os.path.islink(point):
+        raise Refusal(f"mount point {point}: is a symbolic link")
+    if not os.path.exists(point):
+        os.makedirs(point, mode=0o755)
+    elif not os.path.isdir(point):
+        raise Refusal(f"mount point {point}: exists and is not a folder")
+    elif os.listdir(point):
+        raise Refusal(
+            f"mount point {point}: is not empty (drivelab mounts only on an empty folder)"
+        )
 
 
 def main():
@@ -88,7 +121,8 @@ def main():
             "inventory": {"type": "list", "elements": "dict", "required": True},
             "fs": {"type": "str", "choices": ["ext4", "xfs", "btrfs"], "default": "ext4"},
             "mkfs_options": {"type": "list", "elements": "str", "default": []},
-            "raid_level": {"type": "str", "default": "none"},
+            "mount_options": {"type": "str", "default": "noatime"},
+            "raid_level": {"type": "str", "choices": list(RAID_LEVELS), "default": "none"},
             "raid_method": {"type": "str", "choices": ["btrfs", "mdadm"], "default": "btrfs"},
             "min_size": {"type": "int", "default": 0},
             "protected_paths": {"type": "list", "elements": "str", "default": []},
@@ -98,11 +132,46 @@ def main():
         },
         supports_check_mode=True,
     )
+    try:
+        run(module)
+    except Refusal as err:
+        module.fail_json(msg=f"refused: {err}")
+
+
+def run(module):
     p = module.params
     name, members, fs, level = p["name"], p["members"], p["fs"], p["raid_level"]
-    point = os.path.join(p["mount_root"], name)
+    method = p["raid_method"] if level != "none" else "none"
+    if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", name):
+        raise Refusal(
+            f"filesystem name {name!r}: must match [a-z][a-z0-9_]{{0,31}} (it names a folder)"
+        )
+    mount_root = p["mount_root"]
+    point = os.path.join(mount_root, name)
+    # what the operator asked for, checked before anything is looked at
+    mkfs_options(fs, p["mkfs_options"], raid=level != "none" and method == "btrfs")
+    opts = p["mount_options"]
+    mount_options(fs, opts)
+    if method == "mdadm" and not os.path.exists("/proc/mdstat"):
+        reason = f"{name}: md RAID is not available here (no /proc/mdstat): skipped"
+        module.warn(reason)
+        module.exit_json(changed=False, skip_reason=reason)
+    if method == "btrfs":
+        if fs != "btrfs":
+            raise Refusal(
+                f"{name}: native RAID {level} needs fs btrfs, not {fs} (or raid_method: mdadm)"
+            )
+        if level not in ("raid0", "raid1", "raid10"):
+            raise Refusal(f"{name}: btrfs RAID level must be raid0, raid1 or raid10, not {level}")
+    if level == "none" and len(members) != 1:
+        raise Refusal(f"{name}: {len(members)} drives need a raid_level")
+    if len(set(members)) != len(members):
+        raise Refusal(f"{name}: a drive is listed twice in its members")
+    # every tool a step needs, before anything is written
+    tools = resolve_tools(tools_for(fs, method), f"{name} ({fs})")
+
     recs = own_records(p["state_dir"])
-    own_uuids, own_mounts = own_marks(recs, p["mount_root"])
+    own_uuids, own_mounts = own_marks(recs, mount_root)
     protected = pg_paths() + p["protected_paths"]
     label = f"drivelab-{name}"[: LABEL_MAX[fs]]
     want = {
@@ -111,112 +180,103 @@ def main():
         "fs": fs,
         "mkfs_options": p["mkfs_options"],
         "raid_level": level,
-        "raid_method": p["raid_method"] if level != "none" else "none",
+        "raid_method": method,
     }
-    try:
-        if level != "none" and p["raid_method"] == "mdadm" and not os.path.exists("/proc/mdstat"):
-            reason = f"{name}: md RAID is not available here (no /proc/mdstat): skipped"
-            module.warn(reason)
-            module.exit_json(changed=False, skip_reason=reason)
-        if level != "none" and p["raid_method"] == "btrfs":
-            if fs != "btrfs":
-                raise Refusal(
-                    f"{name}: native RAID {level} needs fs btrfs, not {fs} (or raid_method: mdadm)"
-                )
-            if level not in ("raid0", "raid1", "raid10"):
-                raise Refusal(
-                    f"{name}: btrfs RAID level must be raid0, raid1 or raid10, not {level}"
-                )
-        if level == "none" and len(members) != 1:
-            raise Refusal(f"{name}: {len(members)} drives need a raid_level")
-        # the gate, for every member, right now
-        gated = [
+
+    def gate(own_mounts):
+        return [
             check(m, p["inventory"], min_size=p["min_size"], protected_paths=protected,
-                  own_uuids=own_uuids, own_mounts=own_mounts)
+                  own_uuids=own_uuids, own_mounts=own_mounts, mount_root=mount_root)
             for m in members
         ]  # fmt: skip
-        devices = [g["device"] for g in gated]
-        rec = recs.get(name)
 
-        if p["state"] == "absent":
-            if not rec:
-                module.exit_json(changed=False, msg=f"{name}: drivelab made no filesystem here")
-            if module.check_mode:
-                module.exit_json(changed=True)
-            holds = sorted({h for g in gated for h in g["holds"]})
-            if holds:
-                raise Refusal(f"{name}: holds PostgreSQL data ({', '.join(holds)}): drop it first")
-            unmount(point)
-            if rec.get("md_uuid") and os.path.exists(md_path(name)):
-                sh(["wipefs", "-a", md_path(name)])
-                sh(["mdadm", "--stop", md_path(name)])
-            for g in gated:
-                if g["own"] or rec.get("md_uuid"):
-                    sh(["wipefs", "-a", g["device"]])
-            os.unlink(os.path.join(p["state_dir"], f"{name}.json"))
-            module.exit_json(changed=True, msg=f"{name}: unmounted and wiped its drivelab marker")
+    gated = gate(own_mounts)  # the gate, for every member, right now
+    devices = [g["device"] for g in gated]
+    cmds = Commands(devices, mount_root, tools)
+    rec = recs.get(name)
+    holds = sorted({h for g in gated for h in g["holds"]})
 
-        same = rec and {k: rec.get(k) for k in want} == want and all(g["own"] for g in gated)
-        if same and level != "none" and p["raid_method"] == "mdadm":
-            same = os.path.exists(md_path(name))
-        if same:
-            module.exit_json(
-                changed=False,
-                uuid=rec["uuid"],
-                device=rec["device"],
-                devices=devices,
-                label=rec["label"],
-            )
-        holds = sorted({h for g in gated for h in g["holds"]})
-        if holds:
-            raise Refusal(
-                f"{name}: holds PostgreSQL data ({', '.join(holds)}): drop it before reformatting"
-            )
+    if p["state"] == "absent":
+        if not rec:
+            module.exit_json(changed=False, msg=f"{name}: drivelab made no filesystem here")
         if module.check_mode:
-            module.exit_json(
-                changed=True, devices=devices, msg=f"would make {fs} on {', '.join(devices)}"
-            )
-        # our own mount of an earlier filesystem goes first
-        if any(g["mounted_at"] for g in gated):
-            unmount(point)
-        # re-check, now unmounted: nothing else may hold these devices
-        gated = [
-            check(m, p["inventory"], min_size=p["min_size"], protected_paths=protected,
-                  own_uuids=own_uuids, own_mounts={})
-            for m in members
-        ]  # fmt: skip
-        for dev in devices:
-            sh(["wipefs", "-a", dev])
-        target = devices[0]
-        md_uuid = None
-        if level != "none" and p["raid_method"] == "mdadm":
-            sh(["mdadm", "--create", md_path(name), f"--level={level.removeprefix('raid')}",
-                f"--raid-devices={len(devices)}", "--metadata=1.2", "--run", "--force", *devices])  # fmt: skip
-            target = md_path(name)
-            md_uuid = signatures(devices[0])[1].get("UUID")
-        if fs == "ext4":
-            sh(["mkfs.ext4", "-F", "-q", "-L", label, *p["mkfs_options"], target])
-        elif fs == "xfs":
-            sh(["mkfs.xfs", "-f", "-q", "-L", label, *p["mkfs_options"], target])
-        else:
-            raid = (
-                ["-d", level, "-m", level]
-                if level != "none" and p["raid_method"] == "btrfs"
-                else []
-            )
-            targets = devices if raid else [target]
-            sh(["mkfs.btrfs", "-f", "-q", "-L", label, *raid, *p["mkfs_options"], *targets])
-        uuid = signatures(target)[1].get("UUID")
-        if not uuid:
-            raise Refusal(f"{name}: mkfs ran but blkid finds no UUID on {target}")
-        write_record(
-            p["state_dir"],
-            {**want, "uuid": uuid, "md_uuid": md_uuid, "label": label, "device": target,
-             "devices": devices, "made_at": time.time()},
-        )  # fmt: skip
-    except Refusal as err:
-        module.fail_json(msg=f"refused: {err}")
-    module.exit_json(changed=True, uuid=uuid, device=target, devices=devices, label=label)
+            module.exit_json(changed=True)
+        if holds:
+            raise Refusal(f"{name}: holds PostgreSQL data ({', '.join(holds)}): drop it first")
+        unmount(cmds, name, point)
+        if rec.get("md_uuid") and os.path.exists(md_path(name)):
+            cmds.extra.add(md_path(name))
+            sh(cmds.wipefs(md_path(name)))
+            sh(cmds.mdadm_stop(name))
+        for g in gated:
+            if g["own"] or rec.get("md_uuid"):
+                sh(cmds.wipefs(g["device"]))
+        os.unlink(os.path.join(p["state_dir"], f"{name}.json"))
+        module.exit_json(changed=True, msg=f"{name}: unmounted and wiped its drivelab marker")
+
+    same = rec and {k: rec.get(k) for k in want} == want and all(g["own"] for g in gated)
+    if same and method == "mdadm":
+        same = os.path.exists(md_path(name))
+    if same:
+        target = rec["device"]
+        if target == md_path(name):
+            cmds.extra.add(target)
+        now = mounted_at(point)
+        if now and rec.get("mount_options", opts) == opts:
+            module.exit_json(changed=False, uuid=rec["uuid"], device=target, devices=devices,
+                             label=rec["label"], mount_point=point)  # fmt: skip
+        if module.check_mode:
+            module.exit_json(changed=True, devices=devices, msg=f"would mount {point} with {opts}")
+        if now:  # mounted with other options: mount again (never over PostgreSQL's data)
+            if holds:
+                raise Refusal(
+                    f"{name}: holds PostgreSQL data ({', '.join(holds)}): drop it before"
+                    f" mounting it with {opts}"
+                )
+            unmount(cmds, name, point)
+        mount_point_ready(point)
+        sh(cmds.mount(fs, target, name, opts, devices if method == "btrfs" else ()))
+        write_record(p["state_dir"], {**rec, "mount_options": opts})
+        module.exit_json(changed=True, uuid=rec["uuid"], device=target, devices=devices,
+                         label=rec["label"], mount_point=point)  # fmt: skip
+    if holds:
+        raise Refusal(
+            f"{name}: holds PostgreSQL data ({', '.join(holds)}): drop it before reformatting"
+        )
+    if module.check_mode:
+        module.exit_json(
+            changed=True, devices=devices, msg=f"would make {fs} on {', '.join(devices)}"
+        )
+    # our own mount of an earlier filesystem goes first (wherever drivelab mounted it)
+    for at in sorted({g["mounted_at"] for g in gated if g["mounted_at"]}):
+        unmount(cmds, os.path.basename(at), at)
+    # re-check, now unmounted: nothing else may hold these devices
+    gated = gate({})
+    if [g["device"] for g in gated] != devices:
+        raise Refusal(f"{name}: the devices changed between two checks of the gate")
+    mount_point_ready(point)
+    for dev in devices:
+        sh(cmds.wipefs(dev))
+    target = devices[0]
+    md_uuid = None
+    if method == "mdadm":
+        sh(cmds.mdadm_create(name, level, devices))
+        target = md_path(name)
+        md_uuid = signatures(devices[0])[1].get("UUID")
+    targets = devices if method == "btrfs" else [target]
+    sh(cmds.mkfs(fs, label, p["mkfs_options"], targets,
+                 raid_level=level if method == "btrfs" else "none"))  # fmt: skip
+    uuid = signatures(target)[1].get("UUID")
+    if not uuid:
+        raise Refusal(f"{name}: mkfs ran but blkid finds no UUID on {target}")
+    write_record(
+        p["state_dir"],
+        {**want, "uuid": uuid, "md_uuid": md_uuid, "label": label, "device": target,
+         "devices": devices, "mount_options": opts, "made_at": time.time()},
+    )  # fmt: skip
+    sh(cmds.mount(fs, target, name, opts, devices if method == "btrfs" else ()))
+    module.exit_json(changed=True, uuid=uuid, device=target, devices=devices, label=label,
+                     mount_point=point)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ def main():
                     protected_paths=protected,
                     own_uuids=own_uuids,
                     own_mounts=own_mounts,
+                    mount_root=p["mount_root"],
                 )
             )
         except Refusal as err:

@@ -10,11 +10,9 @@ import re
 import stat
 import subprocess
 
+from ansible.module_utils.drivelab_argv import Refusal
+
 OWN_LABEL = re.compile(r"(^|:)drivelab")
-
-
-class Refusal(Exception):
-    """The gate said no. str() is one line naming the device and the reason."""
 
 
 def _run(argv):
@@ -123,19 +121,31 @@ def knames_behind_path(path, mount_table):
         with contextlib.suppress(OSError):
             found.add(kname_of(best[1]))
     if best[3] == "btrfs":
-        found |= btrfs_members(best[0])
+        found |= btrfs_members(best[1])
     return found
 
 
-def btrfs_members(point):
-    rc, out, _ = _run(["btrfs", "filesystem", "show", point])
-    if rc != 0:
-        return set()
-    members = set()
-    for m in re.finditer(r"path (\S+)", out):
+def btrfs_members(source):
+    """Every member device of the Btrfs whose mount source is ``source``: the kernel
+    lists them in /sys/fs/btrfs/<fsid>/devices (no btrfs-progs needed)."""
+    k = None
+    if source.startswith("/dev/") and os.path.exists(source):
         with contextlib.suppress(OSError):
-            members.add(kname_of(m.group(1)))
-    return members
+            k = kname_of(source)
+    return set().union(*[g for g in btrfs_groups() if k in g])
+
+
+def btrfs_groups():
+    """[{member knames}] of every Btrfs the kernel knows (mounted ones at least)."""
+    groups = []
+    try:
+        fsids = os.listdir("/sys/fs/btrfs")
+    except OSError:
+        return groups
+    for fsid in fsids:
+        with contextlib.suppress(OSError):
+            groups.append(set(os.listdir(f"/sys/fs/btrfs/{fsid}/devices")))
+    return [g for g in groups if g]
 
 
 def swaps():
@@ -222,7 +232,7 @@ def protected_knames(protected_paths, mount_table):
         if k:
             found.setdefault(k, f"mounted at {point}")
         if fstype == "btrfs":
-            for member in btrfs_members(point):
+            for member in btrfs_members(source):
                 found.setdefault(member, f"part of the btrfs mounted at {point}")
     for k in swaps():
         found[k] = "in use as swap"
@@ -234,20 +244,96 @@ def protected_knames(protected_paths, mount_table):
 
 
 def pg_paths():
-    """PostgreSQL data directories (Debian's pg_lsclusters) and their tablespaces."""
+    """PostgreSQL data directories and their tablespaces: every cluster Debian's
+    pg_lsclusters knows (running or not), and the working directory of every running
+    postmaster (it is its data directory, wherever and however it was started)."""
+    datadirs = []
     rc, out, _ = _run(["pg_lsclusters", "--no-header"])
+    if rc == 0:
+        for line in out.splitlines():
+            fields = line.split()
+            if len(fields) >= 6 and fields[5].startswith("/"):
+                datadirs.append(fields[5])
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        if _read(f"/proc/{pid}/comm") not in ("postgres", "postmaster"):
+            continue
+        with contextlib.suppress(OSError):
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            if os.path.exists(os.path.join(cwd, "PG_VERSION")):
+                datadirs.append(cwd)
     paths = []
-    if rc != 0:
-        return paths
-    for line in out.splitlines():
-        fields = line.split()
-        if len(fields) >= 6 and fields[5].startswith("/"):
-            datadir = fields[5]
-            paths.append(datadir)
-            tblspc = os.path.join(datadir, "pg_tblspc")
-            with contextlib.suppress(OSError):
-                paths += [os.path.realpath(os.path.join(tblspc, t)) for t in os.listdir(tblspc)]
+    for datadir in dict.fromkeys(datadirs):
+        paths.append(datadir)
+        tblspc = os.path.join(datadir, "pg_tblspc")
+        with contextlib.suppress(OSError):
+            paths += [os.path.realpath(os.path.join(tblspc, t)) for t in os.listdir(tblspc)]
     return paths
+
+
+def inside(path, folder):
+    return (path.rstrip("/") + "/").startswith(folder.rstrip("/") + "/")
+
+
+def file_held_open_by(st):
+    """Pids with the file (device and inode of ``st``) open, as 'pid (comm)'."""
+    holders = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                fst = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if (fst.st_dev, fst.st_ino) == (st.st_dev, st.st_ino):
+                holders.append(f"{pid} ({_read(f'/proc/{pid}/comm', '?')})")
+                break
+    return holders
+
+
+def check_loop_backing(where, kname, *, protected_paths, mount_root, candidate_knames, mount_table):
+    """A loop device writes to its backing file: refuse one whose file lies in
+    PostgreSQL's data or tablespaces, in a protected path, on a filesystem drivelab
+    mounted for a candidate or on another candidate drive, is itself a block device,
+    is open in a process, or has other hard links (another name elsewhere)."""
+    backing = _read(f"/sys/block/{kname}/loop/backing_file")
+    if not backing:
+        raise Refusal(f"{where}: is a loop device with no backing file (not attached)")
+    if backing.endswith(" (deleted)"):
+        raise Refusal(f"{where}: its backing file {backing} was deleted")
+    real = os.path.realpath(backing)
+    label = f"its backing file {backing}" + (f" (-> {real})" if real != backing else "")
+    try:
+        st = os.stat(real)
+    except OSError as err:
+        raise Refusal(f"{where}: {label} cannot be examined ({err.strerror})") from err
+    if stat.S_ISBLK(st.st_mode):
+        raise Refusal(f"{where}: {label} is a block device (the loop writes through to it)")
+    if not stat.S_ISREG(st.st_mode):
+        raise Refusal(f"{where}: {label} is not a regular file")
+    pg = set(pg_paths())
+    for path in [*protected_paths, mount_root]:
+        if path and inside(real, os.path.realpath(path)):
+            kind = (
+                "drivelab's mount root" if path == mount_root
+                else "a PostgreSQL data directory or tablespace" if path in pg
+                else "a protected path"
+            )  # fmt: skip
+            raise Refusal(f"{where}: {label} lies inside {path} ({kind})")
+    under = knames_behind_path(real, mount_table)
+    clash = sorted(under & set(candidate_knames))
+    if clash:
+        raise Refusal(f"{where}: {label} lies on candidate drive {', '.join(clash)}")
+    if st.st_nlink > 1:
+        raise Refusal(
+            f"{where}: {label} has {st.st_nlink} hard links (another name may be protected)"
+        )
+    openers = file_held_open_by(st)
+    if openers:
+        raise Refusal(f"{where}: {label} is held open by {', '.join(openers)}")
+    return real
 
 
 def own_records(state_dir):
@@ -276,7 +362,16 @@ def own_marks(records, mount_root):
     return uuids, {os.path.join(mount_root, name): name for name in records}
 
 
-def check(drive, inventory, *, min_size=0, protected_paths=(), own_uuids=(), own_mounts=None):
+def check(
+    drive,
+    inventory,
+    *,
+    min_size=0,
+    protected_paths=(),
+    own_uuids=(),
+    own_mounts=None,
+    mount_root=None,
+):
     """Checks one candidate drive. Returns a dict of facts when it may be formatted;
     raises Refusal (one line: device and reason) when it may not.
 
@@ -284,6 +379,7 @@ def check(drive, inventory, *, min_size=0, protected_paths=(), own_uuids=(), own
     own_uuids: filesystem UUIDs drivelab recorded as made by itself.
     own_mounts: {mount point: drive name} of drivelab's own mount points; a device
       mounted exactly there with its own marker is reported as ours, not refused.
+    mount_root: drivelab's mount root (a loop device's backing file may not lie there).
     """
     own_mounts = own_mounts or {}
     entries = [e for e in inventory if e.get("name") == drive]
@@ -345,6 +441,18 @@ def check(drive, inventory, *, min_size=0, protected_paths=(), own_uuids=(), own
         )
 
     mount_table = mounts()
+    backing = None
+    if is_loop:
+        candidate_knames = set()
+        for other in inventory:
+            odev = str(other.get("device") or "")
+            if other is not entry and odev and os.path.exists(odev):
+                with contextlib.suppress(OSError):
+                    candidate_knames.add(kname_of(os.path.realpath(odev)))
+        backing = check_loop_backing(
+            where, kname, protected_paths=list(protected_paths), mount_root=mount_root,
+            candidate_knames=candidate_knames, mount_table=mount_table,
+        )  # fmt: skip
     members = family(kname)
     # a failed probe is a refusal, but the checks below name an in-use device better
     try:
@@ -432,6 +540,7 @@ def check(drive, inventory, *, min_size=0, protected_paths=(), own_uuids=(), own
         "serial": serial,
         "wwn": wwn,
         "loop": is_loop,
+        "backing_file": backing,
         "signatures": found,
         "fstype": probe.get("TYPE"),
         "label": probe.get("LABEL"),
