@@ -342,26 +342,40 @@ def running_cluster() -> Iterator[int]:
         shutil.rmtree(PGDATA, ignore_errors=True)
 
 
+BIND = "/mnt/drivelab-gate-bind"
+
+
 def test_a_loop_device_backed_by_a_file_in_pgdata_is_refused(sacrifice):
+    """The running cluster's data directory holds the backing file: reached by its own
+    path, and through a bind mount of the data directory (another name, same place)."""
+    msgs = {}
     with running_cluster():
-        backing = f"{PGDATA}/base/drivelab-disk.img"
-        with open(backing, "wb") as fh:
-            fh.truncate(256 * MiB)
-        dev = losetup(backing)
+        os.makedirs(BIND, exist_ok=True)
+        sh("mount", "--bind", PGDATA, BIND)
         try:
-            drives = [
-                *db_drives(),
-                {"name": "inpg", "device": dev, "allow_loop": True, "wipe": True},
-            ]
-            request = [{"name": "inpg", "drives": ["inpg"], "fs": "ext4"}]
-            before = hashlib.sha256(Path(backing).read_bytes()).hexdigest()
-            msg = refused(request, drives, sacrifice)
-            assert hashlib.sha256(Path(backing).read_bytes()).hexdigest() == before
+            for how, folder in (("direct", PGDATA), ("bind", BIND)):
+                backing = f"{folder}/base/drivelab-disk-{how}.img"
+                with open(backing, "wb") as fh:
+                    fh.truncate(256 * MiB)
+                dev = losetup(backing)
+                try:
+                    entry = {"name": "inpg", "device": dev, "allow_loop": True, "wipe": True}
+                    request = [{"name": "inpg", "drives": ["inpg"], "fs": "ext4"}]
+                    before = hashlib.sha256(Path(backing).read_bytes()).hexdigest()
+                    msgs[how] = (dev, backing, refused(request, [*db_drives(), entry], sacrifice))
+                    assert hashlib.sha256(Path(backing).read_bytes()).hexdigest() == before
+                finally:  # had the gate let it through, it would be mounted there
+                    subprocess.run(
+                        ["umount", "/srv/drivelab/inpg"], capture_output=True, check=False
+                    )
+                    detach(dev)
         finally:
-            detach(dev)
-    assert f"drive inpg ({dev}): its backing file {backing} lies inside {PGDATA}" in msg, msg
-    assert "PostgreSQL" in msg
-    print(msg)
+            sh("umount", BIND)
+            os.rmdir(BIND)
+    for dev, backing, msg in msgs.values():
+        assert f"drive inpg ({dev}): its backing file {backing} lies inside {PGDATA}" in msg, msg
+        assert "(a PostgreSQL data directory or tablespace)" in msg, msg
+        print(msg)
 
 
 def test_a_loop_device_over_a_block_device_is_refused(sacrifice):

@@ -103,12 +103,13 @@ def kname_of_majmin(majmin):
 
 
 def knames_behind_path(path, mount_table):
-    """Block devices a path lives on: its mount's source device (btrfs: every member)."""
+    """Block devices a path lives on: its mount's source device (btrfs: every member).
+    Of mounts stacked on one point the last listed is the one on top (>=)."""
     real = os.path.realpath(path)
     best = None
     for point, source, majmin, fstype in mount_table:
         if (real + "/").startswith(point.rstrip("/") + "/") and (
-            best is None or len(point) > len(best[0])
+            best is None or len(point) >= len(best[0])
         ):
             best = (point, source, majmin, fstype)
     if best is None:
@@ -274,6 +275,32 @@ def inside(path, folder):
     return (path.rstrip("/") + "/").startswith(folder.rstrip("/") + "/")
 
 
+def fs_place(path):
+    """(maj:min, path inside that filesystem) of ``path``: the same file reached through
+    a bind mount, or a folder mounted twice, has the same place. Of mounts stacked on
+    one point the last listed is the one on top (>=)."""
+    real = os.path.realpath(path)
+    best = None
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        for line in fh:
+            f = line.split(" - ")[0].split()
+            point = _unescape(f[4])
+            if inside(real, point) and (best is None or len(point) >= len(best[0])):
+                best = (point, f[2], _unescape(f[3]))
+    if best is None:
+        return None, real
+    rel = os.path.relpath(real, best[0])
+    return best[1], os.path.normpath(os.path.join(best[2], rel))
+
+
+def inside_anyhow(path, folder):
+    """``path`` lies in ``folder``, by its name or by its place in the filesystem."""
+    if inside(os.path.realpath(path), os.path.realpath(folder)):
+        return True
+    (dev, at), (fdev, fat) = fs_place(path), fs_place(folder)
+    return dev is not None and dev == fdev and inside(at, fat)
+
+
 def file_held_open_by(st):
     """Pids with the file (device and inode of ``st``) open, as 'pid (comm)'."""
     holders = []
@@ -315,7 +342,7 @@ def check_loop_backing(where, kname, *, protected_paths, mount_root, candidate_k
         raise Refusal(f"{where}: {label} is not a regular file")
     pg = set(pg_paths())
     for path in [*protected_paths, mount_root]:
-        if path and inside(real, os.path.realpath(path)):
+        if path and os.path.exists(path) and inside_anyhow(real, path):
             kind = (
                 "drivelab's mount root" if path == mount_root
                 else "a PostgreSQL data directory or tablespace" if path in pg
