@@ -168,7 +168,10 @@ def run(module):
     if len(set(members)) != len(members):
         raise Refusal(f"{name}: a drive is listed twice in its members")
     # every tool a step needs, before anything is written
-    tools = resolve_tools(tools_for(fs, method), f"{name} ({fs})")
+    need = tools_for(fs, method)
+    if p["state"] == "absent":  # removal wipes and unmounts, it makes nothing
+        need = [t for t in need if not t.startswith(("mkfs.", "mount"))]
+    tools = resolve_tools(need, f"{name} ({fs})")
 
     recs = own_records(p["state_dir"])
     own_uuids, own_mounts = own_marks(recs, mount_root)
