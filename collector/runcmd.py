@@ -109,6 +109,8 @@ class Session:
         self.total = 0
         self.estimate = 0.0
         self.problems = 0
+        #: "<cell>: not run: <why>" of every cell whose drive or database stage failed
+        self.not_run: list[str] = []
         self.last_request: tuple | None = None
         self.last_facts_dir: Path | None = None
         self.prom_url: str | None = None
@@ -135,6 +137,7 @@ class Session:
             # a refused drive, an md set where md is absent, a failed init: this cell is
             # not run, the others are (unless --fail-fast)
             self.problems += 1
+            self.not_run.append(f"{cell.cell_id}: not run: {err}")
             self.console.print(f"{head}: not run: {err}")
             if self.args.fail_fast:
                 raise
@@ -412,6 +415,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"scenario {scen.name}: {time.monotonic() - session.started:.0f} s, "
         f"{session.problems} partial or failed runs"
     )
+    if session.not_run and len(session.not_run) == len(cells):
+        # nothing ran at all (a refused drive, say): the reason is the last word
+        more = f" (and {len(cells) - 1} more cells)" if len(cells) > 1 else ""
+        raise DrivelabError(f"scenario {scen.name}: {session.not_run[0]}{more}")
     from collector.reportcmd import cmd_report  # noqa: PLC0415
 
     report_args = argparse.Namespace(

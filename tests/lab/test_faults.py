@@ -244,9 +244,11 @@ def test_postgresql_killed_mid_run_fails_that_run_and_the_next_cell_starts_clean
     got = runs(results / "drivelab.db")
     assert [g[:3] for g in got] == [("nvme", 0, "failed"), ("ssd", 0, "complete")], got
     reason = got[0][3]
-    # PostgreSQL's own words, as pgbench reported them
-    assert (
-        "server closed the connection" in reason or "terminat" in reason or "connection" in reason
+    # PostgreSQL's own words, as pgbench reported them (which words depends on where in a
+    # transaction the kill lands: "perhaps the backend died while processing" was seen)
+    assert any(
+        words in reason
+        for words in ("server closed the connection", "terminat", "connection", "backend died")
     ), reason
     assert "nvme" in out and "rep 0: failed" in out
 

@@ -500,3 +500,59 @@ def test_drivelab_run_gives_the_hosts_refusal_and_touches_nothing(
     assert host.removeprefix("refused: ") in line, (line, host)
     assert full_snapshot(sacrifice) == before
     assert not (tmp_path / "results").exists()
+
+
+def test_drivelab_run_refuses_a_loop_device_backed_in_pgdata(sacrifice, tmp_path):
+    """The PGDATA case through `drivelab run` with an inventory that lists the loop
+    device: SSH check and provisioning run, then the DB host's gate refuses the drive in
+    the line the playbook gives, and nothing was written to it. Last in the module: it
+    leaves drivelab's provisioned cluster running until the lab goes down."""
+    import yaml  # noqa: PLC0415
+
+    with running_cluster():
+        backing = f"{PGDATA}/base/drivelab-disk-run.img"
+        with open(backing, "wb") as fh:
+            fh.truncate(256 * MiB)
+        dev = losetup(backing)
+        try:
+            inv = lab_inventory_with(
+                {"name": "inpg", "device": dev, "allow_loop": True, "wipe": True}
+            )
+            (tmp_path / "inv").mkdir()
+            (tmp_path / "inv" / "hosts.yml").write_text(yaml.safe_dump(inv))
+            scen = tmp_path / "pgdata.yml"
+            scen.write_text(yaml.safe_dump({
+                "name": "gate-pgdata", "drives": ["inpg"], "placement": ["tablespace"],
+                "workload": {"scale": [1], "duration": 5}, "hosts": [1], "repetitions": 1,
+            }))  # fmt: skip
+            before = full_snapshot(sacrifice)
+            content = hashlib.sha256(Path(backing).read_bytes()).hexdigest()
+            proc = subprocess.run(
+                [str(BIN / "drivelab"), "run", str(scen), "--inventory", str(tmp_path / "inv"),
+                 "--no-telemetry"],
+                cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
+                env=dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results")),
+            )  # fmt: skip
+            after = full_snapshot(sacrifice)
+            assert hashlib.sha256(Path(backing).read_bytes()).hexdigest() == content
+        finally:
+            subprocess.run(["umount", "/srv/drivelab/inpg"], capture_output=True, check=False)
+            detach(dev)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in proc.stderr
+    expected = (
+        f"drive inpg ({dev}): its backing file {backing} lies inside {PGDATA}"
+        " (a PostgreSQL data directory or tablespace)"
+    )
+    assert expected in line, proc.stderr[-2000:]
+    assert before == after, "drivelab run changed a drive, a mount or a signature"
+    print(line)
+
+
+def lab_inventory_with(entry: dict) -> dict:
+    from tests.lab.conftest import lab_inventory  # noqa: PLC0415
+
+    inv = lab_inventory()
+    inv["all"]["children"]["db"]["hosts"]["dbhost"]["candidate_drives"].append(entry)
+    return inv

@@ -136,6 +136,9 @@ def main():
         run(module)
     except Refusal as err:
         module.fail_json(msg=f"refused: {err}")
+    except (OSError, ValueError, KeyError) as err:  # a probe that errors is a refusal
+        name = module.params["name"]
+        module.fail_json(msg=f"refused: {name}: {err.__class__.__name__}: {err}")
 
 
 def run(module):

@@ -176,13 +176,9 @@ def signatures(devpath):
     return sigs, probe
 
 
-def held_open_by(devpath, knames):
-    """Pids (other than ours) with the device or a partition of it open."""
-    targets = set()
-    for k in knames:
-        dev = f"/dev/{k}"
-        if os.path.exists(dev):
-            targets.add(os.stat(dev).st_rdev)
+def open_in_processes(match):
+    """'pid (comm)' of every process but this one with an open file whose stat result
+    ``match`` accepts (a scan of /proc/*/fd)."""
     holders = []
     me = os.getpid()
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
@@ -197,11 +193,20 @@ def held_open_by(devpath, knames):
                 st = os.stat(f"/proc/{pid}/fd/{fd}")
             except OSError:
                 continue
-            if stat.S_ISBLK(st.st_mode) and st.st_rdev in targets:
-                comm = _read(f"/proc/{pid}/comm", "?")
-                holders.append(f"{pid} ({comm})")
+            if match(st):
+                holders.append(f"{pid} ({_read(f'/proc/{pid}/comm', '?')})")
                 break
     return holders
+
+
+def held_open_by(devpath, knames):
+    """Pids (other than ours) with the device or a partition of it open."""
+    targets = set()
+    for k in knames:
+        dev = f"/dev/{k}"
+        if os.path.exists(dev):
+            targets.add(os.stat(dev).st_rdev)
+    return open_in_processes(lambda st: stat.S_ISBLK(st.st_mode) and st.st_rdev in targets)
 
 
 def device_identity(kname):
@@ -303,21 +308,8 @@ def inside_anyhow(path, folder):
 
 def file_held_open_by(st):
     """Pids with the file (device and inode of ``st``) open, as 'pid (comm)'."""
-    holders = []
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                fst = os.stat(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if (fst.st_dev, fst.st_ino) == (st.st_dev, st.st_ino):
-                holders.append(f"{pid} ({_read(f'/proc/{pid}/comm', '?')})")
-                break
-    return holders
+    key = (st.st_dev, st.st_ino)
+    return open_in_processes(lambda f: (f.st_dev, f.st_ino) == key)
 
 
 def check_loop_backing(where, kname, *, protected_paths, mount_root, candidate_knames, mount_table):
