@@ -199,7 +199,7 @@ def open_in_processes(match):
     return holders
 
 
-def held_open_by(devpath, knames):
+def held_open_by(knames):
     """Pids (other than ours) with the device or a partition of it open."""
     targets = set()
     for k in knames:
@@ -542,7 +542,7 @@ def check(
             f"{where}: carries a {'/'.join(found)} signature{label} and the inventory does not say wipe: true"
         )
     if not own_point:
-        openers = held_open_by(real, members)
+        openers = held_open_by(members)
         if openers:
             raise Refusal(f"{where}: is held open by {', '.join(openers)}")
         try:
