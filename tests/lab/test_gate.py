@@ -52,22 +52,32 @@ def snapshot() -> dict:
     return state
 
 
-def run_gate(request: list[dict], drives: list[dict], **extra) -> tuple[int, list[dict]]:
+def run_playbook(path: str, extra: dict) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """ansible-playbook ``path`` with ``extra`` as -e @vars.json; its failures as the
+    drivelab_failures callback wrote them (one JSON line each)."""
     with tempfile.TemporaryDirectory(prefix="drivelab-gate-") as tmp:
         vars_file = os.path.join(tmp, "vars.json")
         failures = os.path.join(tmp, "failures.jsonl")
         with open(vars_file, "w", encoding="utf-8") as fh:
-            json.dump({"candidate_drive_request": request, "candidate_drives": drives, **extra}, fh)
+            json.dump(extra, fh)
         env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), DRIVELAB_FAILURES=failures)
         proc = subprocess.run(
-            [str(BIN / "ansible-playbook"), "playbooks/drives.yml", "-e", f"@{vars_file}"],
+            [str(BIN / "ansible-playbook"), path, "-e", f"@{vars_file}"],
             cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
         lines = []
         if os.path.exists(failures):
             with open(failures, encoding="utf-8") as fh:
                 lines = [json.loads(line) for line in fh if line.strip()]
-        return proc.returncode, lines
+        return proc, lines
+
+
+def run_gate(request: list[dict], drives: list[dict], **extra) -> tuple[int, list[dict]]:
+    proc, lines = run_playbook(
+        "playbooks/drives.yml",
+        {"candidate_drive_request": request, "candidate_drives": drives, **extra},
+    )
+    return proc.returncode, lines
 
 
 @dataclass
@@ -218,6 +228,8 @@ def test_gate_refuses_and_touches_nothing(lab2, case):
 # inventory (the device a bad option would have formatted).
 
 SACRIFICE = "/dev/shm/drivelab-gate-sacrifice"
+#: the candidate_drive role entered at tasks_from: format, as an operator's playbook would
+ENTRY_POINT = "tests/lab/playbooks/format_entry_point.yml"
 PGDATA = "/dev/shm/drivelab-gate-pgdata"
 
 
@@ -400,23 +412,11 @@ def test_a_missing_mkfs_is_refused_before_wipefs_through_tasks_from(sacrifice, t
                 (path / tool).symlink_to(os.path.join(folder, tool))
     with foreign_fs("ext4"):
         before = full_snapshot(sacrifice)
-        with tempfile.TemporaryDirectory(prefix="drivelab-gate-") as tmp:
-            failures = os.path.join(tmp, "failures.jsonl")
-            extra = {
-                "candidate_drive_request": [{"name": "hdd10k", "drives": ["hdd10k"], "fs": "xfs"}],
-                "candidate_drives": replace("hdd10k", wipe=True)(db_drives()),
-                "drivelab_test_path": str(path),
-            }
-            vars_file = os.path.join(tmp, "vars.json")
-            Path(vars_file).write_text(json.dumps(extra))
-            env = dict(
-                os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), DRIVELAB_FAILURES=failures
-            )
-            proc = subprocess.run(
-                [str(BIN / "ansible-playbook"), "tests/lab/playbooks/format_entry_point.yml", "-e", f"@{vars_file}"],
-                cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
-            )  # fmt: skip
-            lines = [json.loads(x) for x in Path(failures).read_text().splitlines()]
+        proc, lines = run_playbook(ENTRY_POINT, {
+            "candidate_drive_request": [{"name": "hdd10k", "drives": ["hdd10k"], "fs": "xfs"}],
+            "candidate_drives": replace("hdd10k", wipe=True)(db_drives()),
+            "drivelab_test_path": str(path),
+        })  # fmt: skip
         after = full_snapshot(sacrifice)
         assert blkid_type(device("hdd10k")) == "ext4", "the drive's signature is gone"
     assert proc.returncode != 0
@@ -438,18 +438,12 @@ def blkid_type(dev: str) -> str:
     ).stdout.strip()
 
 
-def test_a_bad_value_stops_at_the_entry_points_argument_spec(sacrifice, tmp_path):
-    vars_file = tmp_path / "vars.json"
-    vars_file.write_text(json.dumps({
+def test_a_bad_value_stops_at_the_entry_points_argument_spec(sacrifice):
+    before = full_snapshot(sacrifice)
+    proc, _ = run_playbook(ENTRY_POINT, {
         "candidate_drive_request": [{"name": "x", "drives": ["raid1"], "fs": "ntfs"}],
         "candidate_drives": db_drives(),
-    }))  # fmt: skip
-    before = full_snapshot(sacrifice)
-    proc = subprocess.run(
-        [str(BIN / "ansible-playbook"), "tests/lab/playbooks/format_entry_point.yml", "-e", f"@{vars_file}"],
-        cwd=REPO, env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    })  # fmt: skip
     assert proc.returncode != 0
     out = " ".join(proc.stdout.split())
     assert "argument_spec_name: format" in out, out[-2000:]
