@@ -69,8 +69,19 @@ def cmd_up(args: argparse.Namespace) -> int:
         extra["lab_subnet"] = args.subnet
     if args.bridge is not None:
         extra["lab_bridge"] = args.bridge
+    if args.hosts is not None:
+        extra["lab_hosts"] = args.hosts
+    if args.release is not None:
+        if args.hosts != "container":
+            raise DrivelabError("--release is for container hosts: add --hosts container")
+        extra["lab_release"] = args.release
     console = Console()
-    with console.status("building the local lab (playbooks/lab.yml)", spinner="dots"):
+    what = (
+        "container hosts: the first build of an image takes about a minute"
+        if args.hosts == "container"
+        else "playbooks/lab.yml"
+    )
+    with console.status(f"building the local lab ({what})", spinner="dots"):
         result = run_playbook(
             "lab.yml", extra, inventory=CONTROLLER_INVENTORY, stream=args.verbose, what="lab up"
         )
@@ -85,7 +96,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     with console.status("tearing the local lab down", spinner="dots"):
         result = run_playbook(
             "lab.yml",
-            {"lab_state": "absent"},
+            {"lab_state": "absent", "lab_remove_caches": args.caches},
             inventory=CONTROLLER_INVENTORY,
             stream=args.verbose,
             what="lab down",
@@ -148,9 +159,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--subnet", type=subnet_arg, help="the lab's private /24 (default 10.213.0.0/24)"
     )
     up.add_argument("--bridge", type=bridge_arg, help="bridge name (default drivelab0)")
+    up.add_argument(
+        "--hosts",
+        choices=("netns", "container"),
+        help="netns: namespaces of this machine (fast, the default); container: Debian hosts "
+        "with systemd (systemd-nspawn), the real-host path",
+    )
+    up.add_argument(
+        "--release",
+        choices=("trixie", "bookworm"),
+        help="Debian release of container hosts (default trixie)",
+    )
     up.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")
     up.set_defaults(func=cmd_up)
     down = labsub.add_parser("down", help="remove everything the lab made")
+    down.add_argument(
+        "--caches",
+        action="store_true",
+        help="also remove the container images and the apt cache (/var/cache/drivelab)",
+    )
     down.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")
     down.set_defaults(func=cmd_down)
     st = labsub.add_parser("status", help="list hosts, addresses and drives")

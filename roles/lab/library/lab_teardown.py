@@ -10,9 +10,12 @@ namespaces, the bridge, files. Safe to run twice.
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
 import shutil
+import signal
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -107,22 +110,57 @@ def lab_pg_clusters(prefix):
     ]
 
 
-def lab_prometheus(dirs):
-    """The pid of the lab's Prometheus (role prometheus_server), from the pidfile
-    prometheus/prometheus.pid in a lab folder; only a live process whose program is
-    prometheus (a stale pidfile's pid may belong to anything by now)."""
+# Daemons of the lab that run on the controller, in no lab namespace: (pidfile below a
+# lab folder, program). The lab's Prometheus (role prometheus_server), its apt proxy, and
+# each container host's systemd-nspawn.
+DAEMONS = (
+    ("prometheus/prometheus.pid", b"prometheus"),
+    ("apt-cacher-ng/apt-cacher-ng.pid", b"apt-cacher-ng"),
+    ("containers/*/nspawn.pid", b"systemd-nspawn"),
+)
+
+
+def lab_daemons(dirs, only=None):
+    """Pids of the lab's own daemons, from their pidfiles in the lab folders; only a live
+    process whose program is the one named (a stale pidfile's pid may belong to anything
+    by now)."""
     pids = []
     for d in dirs:
-        try:
-            with open(os.path.join(d, "prometheus", "prometheus.pid"), encoding="ascii") as fh:
-                pid = int(fh.read().strip())
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                argv0 = fh.read().split(b"\0")[0]
-        except (OSError, ValueError):
-            continue
-        if pid > 1 and os.path.basename(argv0) == b"prometheus":
-            pids.append(pid)
+        for pattern, program in DAEMONS:
+            if only and program != only:
+                continue
+            for pidfile in glob.glob(os.path.join(d, pattern)):
+                try:
+                    with open(pidfile, encoding="ascii") as fh:
+                        pid = int(fh.read().strip())
+                    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                        argv0 = fh.read().split(b"\0")[0]
+                except (OSError, ValueError):
+                    continue
+                if pid > 1 and os.path.basename(argv0) == program:
+                    pids.append(pid)
     return pids
+
+
+def stop_containers(pids, grace=30.0):
+    """An orderly shutdown of each container host first: systemd-nspawn turns SIGTERM
+    into SIGRTMIN+3 for the container's systemd, which stops PostgreSQL and the rest as a
+    real host shuts down. Whatever is left after grace seconds is killed with the rest."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
+        time.sleep(0.2)
+
+
+def cgroup_tree(group):
+    """group and every cgroup below it, deepest first (systemd in a container host
+    makes its own groups below the one the container was started in)."""
+    found = []
+    for top, subdirs, _ in os.walk(group):
+        found += [os.path.join(top, s) for s in subdirs]
+    return sorted(found, key=lambda g: g.count("/"), reverse=True) + [group]
 
 
 def retry(fn, what, tries=50, delay=0.1):
@@ -171,7 +209,7 @@ def main():
     ours_bridge = bool(bridge) and bridge[0].get("ifalias") == p["marker"]
     paths = [x for x in p["dirs"] + p["files"] if os.path.lexists(x)]
     clusters = lab_pg_clusters(prefix) if p["pg_clusters"] else []
-    prometheus = lab_prometheus(p["dirs"])
+    daemons = lab_daemons(p["dirs"])
     if module.check_mode:
         todo = (
             namespaces
@@ -180,7 +218,7 @@ def main():
             + mounts
             + paths
             + [c[1] for c in clusters]
-            + [f"prometheus pid {pid}" for pid in prometheus]
+            + [f"lab daemon pid {pid}" for pid in daemons]
         )
         module.exit_json(changed=bool(todo or ours_bridge), would_remove=todo)
     try:
@@ -188,12 +226,17 @@ def main():
         # until that I/O is done
         for group in cgroups:
             lift_caps(group)
+        containers = lab_daemons(p["dirs"], only=b"systemd-nspawn")
+        if containers:
+            stop_containers(containers)
+            done.append(f"shut down {len(containers)} container hosts")
         pids = [pid for ns in namespaces for pid in netns_pids(ns)]
         for group in cgroups:
-            with open(os.path.join(group, "cgroup.procs"), encoding="ascii") as fh:
-                pids += [int(x) for x in fh.read().split()]
-        # the controller's Prometheus: in no lab namespace, but its data is in a lab folder
-        pids += prometheus
+            for sub in cgroup_tree(group):
+                with open(os.path.join(sub, "cgroup.procs"), encoding="ascii") as fh:
+                    pids += [int(x) for x in fh.read().split()]
+        # the lab's daemons on the controller: in no lab namespace, state in a lab folder
+        pids += lab_daemons(p["dirs"])
         if pids:
             left = end_pids(sorted(set(pids)))
             if left:
@@ -209,13 +252,19 @@ def main():
         for dev in loops:
             retry(lambda dev=dev: run(["losetup", "-d", dev["name"]]), f"detach {dev['name']}")
             done.append(f"detached {dev['name']}")
+        # what else is mounted in a lab folder: the container hosts' overlay layers
+        for d in p["dirs"]:
+            for point in sorted(mounted_under(d), key=lambda m: m.count("/"), reverse=True):
+                retry(lambda point=point: run(["umount", point]), f"umount {point}")
+                done.append(f"unmounted {point}")
         for group in cgroups:
 
             def rmdir(group=group):
                 try:
-                    os.rmdir(group)
+                    for sub in cgroup_tree(group):
+                        os.rmdir(sub)
                 except OSError as err:
-                    raise LabError(str(err)) from err
+                    raise LabError(f"{err.filename}: {err.strerror}") from err
 
             retry(rmdir, f"remove cgroup {group}")
             done.append(f"removed cgroup {group}")
