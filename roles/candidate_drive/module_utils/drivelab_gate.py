@@ -312,6 +312,18 @@ def file_held_open_by(st):
     return open_in_processes(lambda f: (f.st_dev, f.st_ino) == key)
 
 
+def in_container():
+    """True on a host that is a container (systemd writes /run/systemd/container in one;
+    the container manager sets container= in PID 1's environment)."""
+    if os.path.exists("/run/systemd/container"):
+        return True
+    try:
+        with open("/proc/1/environ", "rb") as fh:
+            return any(v.startswith(b"container=") for v in fh.read().split(b"\0"))
+    except OSError:
+        return False
+
+
 def check_loop_backing(where, kname, *, protected_paths, mount_root, candidate_knames, mount_table):
     """A loop device writes to its backing file: refuse one whose file lies in
     PostgreSQL's data or tablespaces, in a protected path, on a filesystem drivelab
@@ -326,6 +338,13 @@ def check_loop_backing(where, kname, *, protected_paths, mount_root, candidate_k
     label = f"its backing file {backing}" + (f" (-> {real})" if real != backing else "")
     try:
         st = os.stat(real)
+    except FileNotFoundError as err:
+        # In a container, a loop device the container manager bound in has its backing
+        # file in the manager's filesystem: the kernel names it as the manager sees it,
+        # and no path of this host reaches it, so it holds none of this host's data.
+        if in_container():
+            return None
+        raise Refusal(f"{where}: {label} cannot be examined ({err.strerror})") from err
     except OSError as err:
         raise Refusal(f"{where}: {label} cannot be examined ({err.strerror})") from err
     if stat.S_ISBLK(st.st_mode):

@@ -32,8 +32,9 @@ options:
   address: {description: the host's address; sshd listens there only, type: str, required: true}
   image: {description: the image's root filesystem (lower layer), type: str, required: true}
   dir: {description: this host's folder (upper, work, root, pid and log files), type: str, required: true}
-  binds: {description: host block devices bound in, type: list, elements: str, default: []}
+  binds: {description: paths of this machine bound in at the same path (the DB host's drives), type: list, elements: str, default: []}
   cgroups: {description: cgroup v1 group folders to start it in, type: list, elements: str, default: []}
+  writable_proc_sys: {description: "/proc/sys (and /sys) writable inside, as on a real host (the DB host drops caches)", type: bool, default: false}
   files: {description: "files of the layer: [{path, content | src, mode}]", type: list, elements: dict, default: []}
   state: {description: present (booted, sshd answering) or absent, type: str, default: present}
   timeout: {description: seconds to wait for sshd after a start, type: int, default: 120}
@@ -138,6 +139,7 @@ def main():
             "binds": {"type": "list", "elements": "str", "default": []},
             "cgroups": {"type": "list", "elements": "str", "default": []},
             "files": {"type": "list", "elements": "dict", "default": []},
+            "writable_proc_sys": {"type": "bool", "default": False},
             "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
             "timeout": {"type": "int", "default": 120},
         },
@@ -168,6 +170,9 @@ def main():
         if not os.path.exists(dev):
             module.fail_json(msg=f"container {p['name']}: {dev} does not exist")
     argv = argv_for(p, root)
+    if p["writable_proc_sys"]:
+        # systemd-nspawn mounts /proc/sys and /sys read-only unless told otherwise
+        argv = ["env", "SYSTEMD_NSPAWN_API_VFS_WRITABLE=yes", *argv]
     try:
         with open(argv_file, encoding="utf-8") as fh:
             same_argv = json.load(fh) == argv
