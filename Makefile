@@ -11,7 +11,8 @@ PY := /usr/bin/python3
 APT_PACKAGES := postgresql postgresql-client postgresql-contrib fio openssh-server openssh-client \
 	xfsprogs btrfs-progs e2fsprogs util-linux iproute2 procps psmisc \
 	prometheus prometheus-node-exporter smartmontools hdparm sdparm nvme-cli mdadm \
-	fdisk parted python3-psycopg2 python3-venv python3-pip sqlite3 chromium
+	fdisk parted python3-psycopg2 python3-venv python3-pip sqlite3 chromium \
+	systemd-container debootstrap apt-cacher-ng
 
 .PHONY: help setup apt venv demo test lint unit lab-test bench down clean
 

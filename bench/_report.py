@@ -31,8 +31,10 @@ def machine_note() -> str:
     )
 
 
-def update_section(name: str, body: str) -> None:
-    text = DOC.read_text(encoding="utf-8") if DOC.exists() else HEADER
+def update_section(name: str, body: str, doc: Path = DOC) -> None:
+    """Replaces the section NAME of doc (docs/benchmarks.md unless another doc carries
+    a script-written section of its own) and writes the file atomically."""
+    text = doc.read_text(encoding="utf-8") if doc.exists() else HEADER
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     block = f"{start}\n{body.rstrip()}\n{end}"
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
@@ -41,8 +43,8 @@ def update_section(name: str, body: str) -> None:
         if pattern.search(text)
         else text.rstrip() + "\n\n" + block + "\n"
     )
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=DOC.parent, prefix=".benchmarks.")
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=doc.parent, prefix=f".{doc.stem}.")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
-    os.replace(tmp, DOC)
+    os.replace(tmp, doc)

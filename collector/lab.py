@@ -17,6 +17,7 @@ from collector.errors import DrivelabError
 from collector.paths import LOCAL_INVENTORY
 
 INVENTORY = LOCAL_INVENTORY / "hosts.yml"
+CONTAINERS = Path("/var/lib/drivelab/containers")
 MAX_CLIENTS = 200
 MIN_DB_MEMORY = 128 * 1024**2
 
@@ -40,6 +41,8 @@ class LabHost:
     netns: str
     netns_exists: bool
     ssh_answers: bool
+    # container labs: whether the host's systemd-nspawn runs ("" on a namespace lab)
+    container: str = ""
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class LabStatus:
     inventory: str
     subnet: str
     db_memory_bytes: int
+    kind: str = "netns"
+    release: str = ""
     hosts: list[LabHost] = field(default_factory=list)
     drives: list[LabDrive] = field(default_factory=list)
 
@@ -88,11 +93,22 @@ def _attached(backing_file: str) -> bool:
     return proc.returncode == 0 and bool(proc.stdout.strip())
 
 
+def _container_state(name: str) -> str:
+    """running or stopped, from the pid file the lab's lab_container module writes."""
+    try:
+        pid = int((CONTAINERS / name / "nspawn.pid").read_text().strip())
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except (OSError, ValueError):
+        return "stopped"
+    return "running" if comm == "systemd-nspawn" else "stopped"
+
+
 def status(path: Path = INVENTORY) -> LabStatus:
     inv = load_inventory(path)
     top = inv.get("all", {})
     children = top.get("children", {})
     namespaces = _netns_names()
+    kind = top.get("vars", {}).get("drivelab_lab_hosts", "netns")
     hosts: list[LabHost] = []
     drives: list[LabDrive] = []
     db_memory = 0
@@ -107,6 +123,7 @@ def status(path: Path = INVENTORY) -> LabStatus:
                     netns=netns,
                     netns_exists=netns in namespaces,
                     ssh_answers=_ssh_answers(hv["ansible_host"]),
+                    container=_container_state(name) if kind == "container" else "",
                 )
             )
             if group == "db":
@@ -128,6 +145,8 @@ def status(path: Path = INVENTORY) -> LabStatus:
         inventory=str(path),
         subnet=top.get("vars", {}).get("drivelab_lab_subnet", "?"),
         db_memory_bytes=db_memory,
+        kind=kind,
+        release=str(top.get("vars", {}).get("drivelab_lab_release", "")),
         hosts=hosts,
         drives=drives,
     )

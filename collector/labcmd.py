@@ -110,13 +110,20 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 def show_status(console: Console) -> lab.LabStatus:
     st = lab.status()
-    hosts = Table(title=f"lab hosts (subnet {st.subnet}, inventory {st.inventory})")
-    for col in ("host", "group", "address", "namespace", "ssh"):
+    kind = "namespaces" if st.kind == "netns" else f"Debian {st.release} containers"
+    hosts = Table(title=f"lab hosts: {kind} (subnet {st.subnet}, inventory {st.inventory})")
+    columns = ["host", "group", "address", "namespace", "ssh"]
+    if st.kind == "container":
+        columns.insert(4, "container")
+    for col in columns:
         hosts.add_column(col)
     for h in st.hosts:
         ssh = "answers" if h.ssh_answers else "[red]no answer[/red]"
         ns = h.netns if h.netns_exists else f"[red]{h.netns} (missing)[/red]"
-        hosts.add_row(h.name, h.group, h.address, ns, ssh)
+        row = [h.name, h.group, h.address, ns, ssh]
+        if st.kind == "container":
+            row.insert(4, h.container if h.container == "running" else f"[red]{h.container}[/red]")
+        hosts.add_row(*row)
     console.print(hosts)
     drives = Table(
         title=f"candidate drives of the DB host (memory limit {human_size(st.db_memory_bytes)})"
@@ -137,7 +144,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(lab.status().to_json())
         return 0
     st = show_status(Console())
-    broken = [h.name for h in st.hosts if not (h.netns_exists and h.ssh_answers)]
+    broken = [
+        h.name
+        for h in st.hosts
+        if not (h.netns_exists and h.ssh_answers) or h.container not in ("", "running")
+    ]
     broken += [d.name for d in st.drives if not d.attached]
     if broken:
         raise DrivelabError(f"lab is not whole: {', '.join(broken)} missing or not answering")

@@ -19,7 +19,7 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.drivelab_lab import end_pids, netns_pids, pid_alive, run
+from ansible.module_utils.drivelab_lab import LabError, end_pids, netns_pids, pid_alive, run
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 
@@ -80,11 +80,24 @@ def stop(pid, netns, grace=30.0):
     end_pids([pid, *netns_pids(netns)], grace=2.0)
 
 
+def within(root, path):
+    """path's folder, resolved as this machine resolves it, is inside root: a symlink the
+    container's own root user left in its layer (/root/.ssh -> /etc, say) must not turn
+    a write into the layer into a write to the controller's files."""
+    base = os.path.realpath(root).rstrip("/") + "/"
+    folder = os.path.dirname(path)
+    while not os.path.lexists(folder):
+        folder = os.path.dirname(folder)
+    return (os.path.realpath(folder).rstrip("/") + "/").startswith(base)
+
+
 def write_files(root, files):
     """Writes the layer's files through the merged view; returns the paths that changed."""
     changed = []
     for f in files:
         path = os.path.join(root, f["path"].lstrip("/"))
+        if not within(root, path):
+            raise LabError(f"{f['path']}: its folder leads out of the container's tree")
         if f.get("src"):
             with open(f["src"], "rb") as fh:
                 data = fh.read()
@@ -191,10 +204,15 @@ def main():
         opts = f"lowerdir={p['image']},upperdir={base}/upper,workdir={base}/work"
         run(["mount", "-t", "overlay", "overlay", "-o", opts, root])
         changed = True
-    written = write_files(root, p["files"])
+    try:
+        written = write_files(root, p["files"])
+    except (LabError, OSError) as err:
+        module.fail_json(msg=f"container {p['name']}: {err}")
     if pid and same_argv and not written:
         if not ssh_answers(p["address"]):
-            module.fail_json(msg=f"container {p['name']}: runs (pid {pid}) but sshd does not answer")
+            module.fail_json(
+                msg=f"container {p['name']}: runs (pid {pid}) but sshd does not answer"
+            )
         module.exit_json(changed=changed, pid=pid)
     if pid:
         stop(pid, p["netns"])
@@ -218,13 +236,13 @@ def main():
                 fh.write(str(os.getpid()))
 
     with open(log, "ab") as out:
-        proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+        proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=join_cgroups,
+            preexec_fn=join_cgroups,  # noqa: PLW1509 - the module runs no threads
         )
     with open(pidfile, "w", encoding="ascii") as fh:
         fh.write(f"{proc.pid}\n")

@@ -111,9 +111,7 @@ def main():
         )
         configure(os.path.join(build, "rootfs"))
         with open(os.path.join(build, "rootfs/etc/os-release"), encoding="utf-8") as fh:
-            os_release = dict(
-                line.rstrip("\n").split("=", 1) for line in fh if "=" in line
-            )
+            os_release = dict(line.rstrip("\n").split("=", 1) for line in fh if "=" in line)
         info = {
             "release": p["release"],
             "version": os_release.get("VERSION_ID", "").strip('"'),

@@ -160,7 +160,7 @@ def cgroup_tree(group):
     found = []
     for top, subdirs, _ in os.walk(group):
         found += [os.path.join(top, s) for s in subdirs]
-    return sorted(found, key=lambda g: g.count("/"), reverse=True) + [group]
+    return [*sorted(found, key=lambda g: g.count("/"), reverse=True), group]
 
 
 def retry(fn, what, tries=50, delay=0.1):
