@@ -576,8 +576,9 @@ def test_http_errors_name_the_url(live):
 
 
 def test_lab_teardown_finds_only_a_live_prometheus(live, tmp_path):
-    """roles/lab/library/lab_teardown.py ends the lab's Prometheus through its pidfile:
-    the pid must be a running prometheus, anything else is left alone."""
+    """roles/lab/library/lab_teardown.py ends the lab's daemons (Prometheus, the apt
+    proxy, container hosts) through their pidfiles: the pid must be a running process of
+    that program, anything else is left alone."""
     lab, _, _, _ = live
     spec = importlib.util.spec_from_file_location(
         "ansible.module_utils.drivelab_lab", ROOT / "roles/lab/module_utils/drivelab_lab.py"
@@ -608,4 +609,10 @@ def test_lab_teardown_finds_only_a_live_prometheus(live, tmp_path):
         (tmp_path / name / "prometheus").mkdir(parents=True)
         (tmp_path / name / "prometheus" / "prometheus.pid").write_text(content + "\n")
     dirs = [str(tmp_path / n) for n in cases] + [str(tmp_path / "no-such-folder")]
-    assert teardown.lab_prometheus(dirs) == [lab.prom.pid]
+    assert teardown.lab_daemons(dirs) == [lab.prom.pid]
+    # a pidfile names a program too: Prometheus's pid in a container host's nspawn.pid is
+    # not a systemd-nspawn to shut down
+    wrong = tmp_path / "wrong" / "containers" / "dbhost"
+    wrong.mkdir(parents=True)
+    (wrong / "nspawn.pid").write_text(f"{lab.prom.pid}\n")
+    assert teardown.lab_daemons([str(tmp_path / "wrong")], only=b"systemd-nspawn") == []
