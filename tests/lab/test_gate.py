@@ -390,6 +390,33 @@ def test_a_loop_device_backed_by_a_file_in_pgdata_is_refused(sacrifice):
         print(msg)
 
 
+COPY = "/dev/shm/drivelab-gate-copy"
+
+
+def test_a_loop_device_backed_in_a_stopped_clusters_folder_is_refused(sacrifice):
+    """A cluster nobody runs and no cluster list names (a copy, another layout) still
+    protects what lies under it: the gate knows the folder by PostgreSQL's own files."""
+    os.makedirs(f"{COPY}/global", exist_ok=True)
+    os.makedirs(f"{COPY}/base", exist_ok=True)
+    Path(COPY, "PG_VERSION").write_text("16\n")
+    Path(COPY, "global", "pg_control").write_bytes(os.urandom(8192))
+    backing = f"{COPY}/base/drivelab-disk.img"
+    with open(backing, "wb") as fh:
+        fh.truncate(256 * MiB)
+    dev = losetup(backing)
+    try:
+        entry = {"name": "incopy", "device": dev, "allow_loop": True, "wipe": True}
+        request = [{"name": "incopy", "drives": ["incopy"], "fs": "ext4"}]
+        msg = refused(request, [*db_drives(), entry], sacrifice)
+    finally:
+        subprocess.run(["umount", "/srv/drivelab/incopy"], capture_output=True, check=False)
+        detach(dev)
+        shutil.rmtree(COPY)
+    assert f"drive incopy ({dev}): its backing file {backing} lies inside {COPY}" in msg, msg
+    assert "laid out as a PostgreSQL data directory" in msg, msg
+    print(msg)
+
+
 def test_a_loop_device_over_a_block_device_is_refused(sacrifice):
     dev = losetup(sacrifice)
     try:

@@ -286,3 +286,24 @@ def test_docs_list_every_allowed_option():
     for fs, table in argv.MOUNT.items():
         for name in table:
             assert re.search(rf"\b{re.escape(name)}\b", text), f"{argv_path}: {fs} mount {name}"
+
+
+def test_a_folder_laid_out_as_postgresqls_is_found_above_a_backing_file(tmp_path):
+    """A stopped cluster no cluster list names (another layout, a copy) still protects
+    the files under it: a data directory by PG_VERSION and global/pg_control, a
+    tablespace by its PG_<major>_<catalog version> folder."""
+    gate = module_util("candidate_drive", "drivelab_gate")
+    data = tmp_path / "somewhere" / "data"
+    (data / "global").mkdir(parents=True)
+    (data / "PG_VERSION").write_text("16\n")
+    (data / "global" / "pg_control").write_bytes(b"\0" * 8192)
+    (data / "base" / "5").mkdir(parents=True)
+    inside_data = data / "base" / "5" / "drive.img"
+    spc = tmp_path / "spc" / "PG_16_202307071" / "16384"
+    spc.mkdir(parents=True)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "PG_VERSION").write_text("16\n")  # without global/pg_control: not a cluster
+
+    assert gate.pg_folder_above(str(inside_data)) == str(data)
+    assert gate.pg_folder_above(str(spc / "drive.img")) == str(spc.parent)
+    assert gate.pg_folder_above(str(tmp_path / "plain" / "drive.img")) is None

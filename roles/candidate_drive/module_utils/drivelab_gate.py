@@ -276,6 +276,28 @@ def pg_paths():
     return paths
 
 
+_TABLESPACE_DIR = re.compile(r"PG_[0-9]+(\.[0-9]+)?_[0-9]{9}")
+
+
+def pg_folder_above(path):
+    """The nearest folder above ``path`` that is laid out as PostgreSQL's own: a data
+    directory (PG_VERSION and global/pg_control) or a tablespace's version folder
+    (PG_<major>_<catalog version>). Finds a stopped cluster that neither pg_lsclusters
+    nor a running postmaster names (another distribution's layout, a copy, a backup)."""
+    folder = os.path.dirname(os.path.realpath(path))
+    while True:
+        if os.path.isfile(os.path.join(folder, "PG_VERSION")) and os.path.isfile(
+            os.path.join(folder, "global", "pg_control")
+        ):
+            return folder
+        if _TABLESPACE_DIR.fullmatch(os.path.basename(folder)):
+            return folder
+        up = os.path.dirname(folder)
+        if up == folder:
+            return None
+        folder = up
+
+
 def inside(path, folder):
     return (path.rstrip("/") + "/").startswith(folder.rstrip("/") + "/")
 
@@ -360,6 +382,12 @@ def check_loop_backing(where, kname, *, protected_paths, mount_root, candidate_k
                 else "a protected path"
             )  # fmt: skip
             raise Refusal(f"{where}: {label} lies inside {path} ({kind})")
+    found = pg_folder_above(real)
+    if found:
+        raise Refusal(
+            f"{where}: {label} lies inside {found} (laid out as a PostgreSQL data directory"
+            " or tablespace)"
+        )
     under = knames_behind_path(real, mount_table)
     clash = sorted(under & set(candidate_knames))
     if clash:
