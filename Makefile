@@ -14,7 +14,7 @@ APT_PACKAGES := postgresql postgresql-client postgresql-contrib fio openssh-serv
 	fdisk parted python3-psycopg2 python3-venv python3-pip sqlite3 chromium \
 	systemd-container debootstrap apt-cacher-ng
 
-.PHONY: help setup apt venv demo test lint unit lab-test bench down clean
+.PHONY: help setup apt venv constraints demo test lint unit lab-test bench down clean
 
 help:
 	@echo "make demo    build the local lab, run the two-client scenario (lab size), print the report"
@@ -40,11 +40,19 @@ apt:
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# pip itself pinned; every package pip pulls in held to constraints.txt
+PIP_VERSION := 26.3
+
+$(VENV)/.installed: pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q pip==$(PIP_VERSION)
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	@touch $@
+
+# constraints.txt from the venv as it is (after a pin in pyproject.toml changed)
+constraints: venv
+	@{ sed -n '1,3p' constraints.txt; $(BIN)/pip freeze --exclude-editable; } > constraints.txt.new
+	@mv constraints.txt.new constraints.txt
 
 # The lab, every host reached over SSH, then the seeds' two-client cache-defeating test
 # in its lab size over the four emulated drive classes, ending with the report.

@@ -297,6 +297,7 @@ DATABASE_FACTS = {
     "warning": "db_warning",
     "init": "db_init",
     "wal": "wal_placement",
+    "lab": "lab",
 }
 
 

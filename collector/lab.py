@@ -52,6 +52,8 @@ class LabStatus:
     db_memory_bytes: int
     kind: str = "netns"
     release: str = ""
+    #: cgroup hierarchy of the DB host's memory limit and IOPS caps (v1 or v2)
+    cgroup: str = ""
     hosts: list[LabHost] = field(default_factory=list)
     drives: list[LabDrive] = field(default_factory=list)
 
@@ -147,6 +149,7 @@ def status(path: Path = INVENTORY) -> LabStatus:
         db_memory_bytes=db_memory,
         kind=kind,
         release=str(top.get("vars", {}).get("drivelab_lab_release", "")),
+        cgroup=str(top.get("vars", {}).get("drivelab_lab_cgroup", "")),
         hosts=hosts,
         drives=drives,
     )

@@ -111,7 +111,8 @@ def cmd_down(args: argparse.Namespace) -> int:
 def show_status(console: Console) -> lab.LabStatus:
     st = lab.status()
     kind = "namespaces" if st.kind == "netns" else f"Debian {st.release} containers"
-    hosts = Table(title=f"lab hosts: {kind} (subnet {st.subnet}, inventory {st.inventory})")
+    cgroup = f", cgroup {st.cgroup}" if st.cgroup else ""
+    hosts = Table(title=f"lab hosts: {kind} (subnet {st.subnet}{cgroup}, inventory {st.inventory})")
     columns = ["host", "group", "address", "namespace", "ssh"]
     if st.kind == "container":
         columns.insert(4, "container")

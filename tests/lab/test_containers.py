@@ -101,11 +101,13 @@ def test_two_client_scenario_runs_end_to_end(scenario_run):
         version = con.execute(
             "SELECT value_json FROM facts WHERE key = 'postgresql_version'"
         ).fetchone()
+        lab_fact = con.execute("SELECT value_json FROM facts WHERE key = 'lab'").fetchone()
     finally:
         con.close()
     assert [(drive, status) for _, drive, status in runs] == [("ssd", "complete")], runs
     assert clients == [("client1", "complete"), ("client2", "complete")], clients
     assert json.loads(version[0]).startswith("17."), version
+    assert json.loads(lab_fact[0]) == {"hosts": "container", "cgroup": "v1"}, lab_fact
     # formatted inside the DB host: its own mount table has the drive, the controller's not
     device = next(d["device"] for d in containers_drives() if d["name"] == "ssd")
     inside = on_hosts("dbhost", "findmnt -n -o SOURCE,FSTYPE /srv/drivelab/ssd")["dbhost"]

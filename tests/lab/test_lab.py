@@ -12,7 +12,15 @@ import time
 
 import pytest
 
-from tests.lab.conftest import BIN, REPO, ansible, assert_no_lab, drivelab, lab_leftovers
+from tests.lab.conftest import (
+    BIN,
+    REPO,
+    ansible,
+    assert_no_lab,
+    drivelab,
+    lab_inventory,
+    lab_leftovers,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -89,9 +97,13 @@ def test_each_client_reaches_the_db_host(lab3):
 
 
 def test_db_host_runs_in_its_cgroups(lab3):
+    """On this machine (cgroup v1 memory and blkio) the lab picks v1, and says so in
+    its inventory and status."""
     cgroups = on_db_host("cat /proc/self/cgroup")
     assert ":memory:/drivelab-db" in cgroups
     assert ":blkio:/drivelab-db" in cgroups
+    assert lab3["cgroup"] == "v1"
+    assert lab_inventory()["all"]["vars"]["drivelab_lab_cgroup"] == "v1"
 
 
 def test_drive_classes_hold_their_caps(lab3):

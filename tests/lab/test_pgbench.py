@@ -120,6 +120,12 @@ def test_tablespace_placement_both_clients_complete_in_step(pg, drive):
     # scale 5 x 2 clients (about 170 MB) fits in the 512 MiB DB host: the warning says so
     assert "this run measures RAM, not the drive" in f["db_warning"]
     assert f["wal_placement"] == "system disk"
+    # the lab's kind and cgroup hierarchy travel with every run; the memory limit read
+    # on the DB host names the hierarchy it came from
+    assert f["lab"] == {"hosts": "netns", "cgroup": "v1"}, f.get("lab")
+    assert f["db_memory_source"] == "cgroup memory limit (cgroup v1 /drivelab-db)", f[
+        "db_memory_source"
+    ]
 
 
 def test_single_client_fidelity_to_pgbench_tps_line(pg):

@@ -122,6 +122,18 @@ def write_files(root, files):
     return changed
 
 
+def own_hierarchies(root):
+    """The hierarchies systemd uses: root itself when it is the v2 mount, else the
+    name=systemd v1 hierarchy and the unified one beside it, where mounted."""
+    if os.path.isfile(os.path.join(root, "cgroup.controllers")):
+        return [root]
+    return [
+        os.path.join(root, h)
+        for h in ("systemd", "unified")
+        if os.path.isdir(os.path.join(root, h))
+    ]
+
+
 def argv_for(p, root):
     argv = [
         "systemd-nspawn",
@@ -222,10 +234,13 @@ def main():
     # in a subgroup of its caller's, and two containers started from the root group
     # would share one tree, so that stopping a unit in one could end processes of the
     # other. The lab's prefix keeps them the lab's to remove.
+    # On a machine with only cgroup v2 the hierarchy is CGROUP_ROOT itself; a hierarchy
+    # the host already joins through ``cgroups`` (the DB host's drivelab-db on v2) is its
+    # own group there.
     own = [
-        os.path.join(CGROUP_ROOT, h, f"drivelab-{p['name']}")
-        for h in ("systemd", "unified")
-        if os.path.isdir(os.path.join(CGROUP_ROOT, h))
+        os.path.join(h, f"drivelab-{p['name']}")
+        for h in own_hierarchies(CGROUP_ROOT)
+        if not any(g.startswith(h + "/") for g in p["cgroups"])
     ]
     for group in own:
         os.makedirs(group, exist_ok=True)

@@ -19,6 +19,7 @@ import signal
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.drivelab_cgroup import Cgroupfs, lab_groups, lift_caps
 from ansible.module_utils.drivelab_lab import (
     LabError,
     end_pids,
@@ -37,7 +38,7 @@ options:
   bridge: {description: the lab bridge, type: str, required: true}
   marker: {description: alias that marks lab links, type: str, required: true}
   files: {description: other generated files to remove, type: list, elements: str, default: []}
-  cgroup_root: {description: cgroup v1 root, type: str, default: /sys/fs/cgroup}
+  cgroup_root: {description: where cgroups are mounted (v1 controllers below it, or the v2 mount), type: str, default: /sys/fs/cgroup}
   pg_clusters: {description: drop the PostgreSQL clusters named <prefix>* (the lab's), type: bool, default: false}
 """
 
@@ -84,18 +85,6 @@ def mounted_under(path):
     with open("/proc/self/mountinfo", encoding="utf-8") as fh:
         points = [unescape(line.split()[4]) for line in fh]
     return [m for m in points if (m.rstrip("/") + "/").startswith(root)]
-
-
-def lift_caps(group):
-    for name in ("blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"):
-        path = os.path.join(group, name)
-        if not os.path.exists(path):
-            continue
-        with open(path, encoding="ascii") as fh:
-            rules = [line.split()[0] for line in fh if line.strip()]
-        for dev in rules:
-            with open(path, "w", encoding="ascii") as fh:
-                fh.write(f"{dev} 0")
 
 
 def lab_pg_clusters(prefix):
@@ -198,11 +187,7 @@ def main():
             module.fail_json(msg=f"folder {d}: not a drivelab folder, refusing")
     done = []
     namespaces = [n for n in netns_list() if n.startswith(prefix + "-")]
-    cgroups = []
-    for ctl in sorted(os.listdir(p["cgroup_root"])) if os.path.isdir(p["cgroup_root"]) else []:
-        base = os.path.join(p["cgroup_root"], ctl)
-        if os.path.isdir(base):
-            cgroups += [os.path.join(base, g) for g in os.listdir(base) if g.startswith(prefix)]
+    cgroups = lab_groups(p["cgroup_root"], prefix)
     loops = lab_loops(p["dirs"])
     mounts = lab_mounts(loops)
     bridge = [x for x in ip_json("link", "show") if x.get("ifname") == p["bridge"]]
@@ -225,7 +210,7 @@ def main():
         # IOPS caps off first: a process with I/O queued on a 120-IOPS device cannot die
         # until that I/O is done
         for group in cgroups:
-            lift_caps(group)
+            lift_caps(Cgroupfs(), group)
         containers = lab_daemons(p["dirs"], only=b"systemd-nspawn")
         if containers:
             stop_containers(containers)

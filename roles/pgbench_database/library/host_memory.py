@@ -23,20 +23,36 @@ def read(path):
         return None
 
 
+def _lowest(base, path, name):
+    """The lowest numeric ``name`` file of the group ``path`` and its ancestors under
+    ``base`` (a limit on a parent holds for every group below it), with its group."""
+    best = (None, None)
+    parts = [x for x in path.strip("/").split("/") if x]
+    for depth in range(len(parts), -1, -1):
+        group = "/" + "/".join(parts[:depth])
+        value = read(os.path.join(base, *parts[:depth], name))
+        if value and value.isdigit() and (best[0] is None or int(value) < best[0]):
+            best = (int(value), group)
+    return best
+
+
 def cgroup_limit():
+    """(bytes, where) of this process's memory limit: cgroup v1 memory.limit_in_bytes or
+    v2 memory.max, the lowest on its group's path; (None, None) without one."""
     for line in (read("/proc/self/cgroup") or "").splitlines():
         hid, controllers, path = line.split(":", 2)
         if "memory" in controllers.split(","):
-            value = read(
-                os.path.join("/sys/fs/cgroup/memory", path.lstrip("/"), "memory.limit_in_bytes")
-            )
-            if value and value.isdigit():
-                return int(value), path
+            limit, group = _lowest("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes")
+            if limit is not None:
+                return limit, f"cgroup v1 {group}"
+    for line in (read("/proc/self/cgroup") or "").splitlines():
+        hid, controllers, path = line.split(":", 2)
         if hid == "0" and controllers == "":
-            value = read(os.path.join("/sys/fs/cgroup/unified", path.lstrip("/"), "memory.max"))
-            value = value or read(os.path.join("/sys/fs/cgroup", path.lstrip("/"), "memory.max"))
-            if value and value.isdigit():
-                return int(value), path
+            for base in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+                if os.path.isfile(os.path.join(base, "cgroup.controllers")):
+                    limit, group = _lowest(base, path, "memory.max")
+                    if limit is not None:
+                        return limit, f"cgroup v2 {group}"
     return None, None
 
 

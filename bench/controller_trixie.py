@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""The controller on Debian 13 (Python 3.13): the README's first step, then `make setup`,
+`make unit` and `make lint`, in a systemd-nspawn container made from the lab's Debian 13
+image (debootstrap minbase with systemd and python3; built here when it is not cached),
+with the committed tree (git archive HEAD) copied in. Prints each step's wall time and
+writes them into docs/benchmarks.md (section controller_trixie).
+
+Run as root on the controller: `.venv/bin/python bench/controller_trixie.py`. Network:
+the container shares the controller's, for Debian's archive and PyPI only (apt, pip).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _report import machine_note, update_section
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+CACHE = Path("/var/cache/drivelab/images")
+IMAGE = CACHE / "trixie"
+#: what a user types first on a fresh machine (README), then the Makefile's targets
+STEPS = [
+    (
+        "apt-get update && apt-get install -y make",
+        "apt-get update -qq && apt-get install -y -qq make",
+    ),
+    ("make setup", "make setup"),
+    ("make unit", "make unit"),
+    ("make lint", "make lint"),
+]
+
+
+def image() -> Path:
+    """The lab's Debian 13 image, built by the lab role's own module when missing."""
+    if not (IMAGE / "image.json").exists():
+        env = dict(
+            os.environ,
+            ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+            ANSIBLE_LIBRARY=str(REPO / "roles/lab/library"),
+            ANSIBLE_MODULE_UTILS=str(REPO / "roles/lab/module_utils"),
+        )
+        args = {
+            "release": "trixie",
+            "cache_dir": str(CACHE),
+            "packages": ["systemd", "systemd-sysv", "dbus", "openssh-server", "python3"],
+        }
+        subprocess.run(
+            [
+                str(BIN / "ansible"),
+                "localhost",
+                "-c",
+                "local",
+                "-m",
+                "lab_image",
+                "-a",
+                json.dumps(args),
+            ],
+            cwd=REPO,
+            env=env,
+            check=True,
+        )
+    return IMAGE / "rootfs"
+
+
+def nspawn(root: Path, command: str, log: Path) -> tuple[float, int]:
+    argv = [
+        "systemd-nspawn",
+        "--quiet",
+        "--register=no",
+        "--as-pid2",
+        "-D",
+        str(root),
+        "--chdir=/root/drivelab",
+        "--setenv=DEBIAN_FRONTEND=noninteractive",
+        "/bin/bash",
+        "-ec",
+        command,
+    ]
+    start = time.monotonic()
+    with open(log, "ab") as out:
+        out.write(f"\n$ {command}\n".encode())
+        out.flush()
+        rc = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, check=False
+        ).returncode
+    return time.monotonic() - start, rc
+
+
+def tail(log: Path, n: int = 3) -> list[str]:
+    lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
+    return lines[-n:]
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print("controller_trixie: run as root (systemd-nspawn)", file=sys.stderr)
+        return 2
+    rootfs = image()
+    meta = json.loads((IMAGE / "image.json").read_text())
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    work = Path(tempfile.mkdtemp(prefix="drivelab-trixie-controller-", dir="/var/tmp"))
+    log = work / "steps.log"
+    results = []
+    try:
+        root = work / "root"
+        subprocess.run(["cp", "-a", "--reflink=auto", str(rootfs), str(root)], check=True)
+        (root / "root/drivelab").mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "archive", "HEAD"], cwd=REPO, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(root / "root/drivelab")], input=archive, check=True)
+        for shown, command in STEPS:
+            seconds, rc = nspawn(root, command, log)
+            results.append((shown, seconds, rc))
+            print(f"{shown}: exit {rc}, {seconds:.1f} s", flush=True)
+            if rc != 0:
+                print("\n".join(tail(log, 15)))
+                break
+        python = (
+            subprocess.run(
+                [
+                    "systemd-nspawn",
+                    "--quiet",
+                    "--register=no",
+                    "--as-pid2",
+                    "-D",
+                    str(root),
+                    "/root/drivelab/.venv/bin/python",
+                    "--version",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+            or "no venv"
+        )
+        summary = [
+            line for line in log.read_text(errors="replace").splitlines() if " passed" in line
+        ]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    ok = len(results) == len(STEPS) and all(rc == 0 for _, _, rc in results)
+    lines = [
+        "## The controller on Debian 13 (`bench/controller_trixie.py`)",
+        "",
+        f"{machine_note()}; commit {commit}. A systemd-nspawn container from the lab's Debian"
+        f" {meta.get('version', '13')} ({meta['release']}) image: debootstrap minbase with"
+        f" {', '.join(meta['packages'])}; the committed tree copied in; {python} in the venv."
+        " Each step as the README and the Makefile give it, as root, Debian's archive and PyPI"
+        " reached directly.",
+        "",
+        "| step | exit | wall |",
+        "|---|---:|---:|",
+        *[f"| `{shown}` | {rc} | {seconds:.1f} s |" for shown, seconds, rc in results],
+        "",
+        f"All steps passed: {'yes' if ok else 'no'}."
+        + (f" Unit tests: {summary[-1].strip()}." if summary else ""),
+    ]
+    text = "\n".join(lines)
+    print(text)
+    update_section("controller_trixie", text)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
