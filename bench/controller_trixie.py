@@ -99,6 +99,24 @@ def nspawn(root: Path, command: str, log: Path) -> tuple[float, int]:
     return time.monotonic() - start, rc
 
 
+def site_trust(root: Path) -> list[str]:
+    """What any machine on the controller's network carries, as the controller does: its
+    local CA certificates (ca-certificates adds them to the store when apt installs it)
+    and pip's site configuration. Nothing of drivelab's."""
+    copied = []
+    local = Path("/usr/local/share/ca-certificates")
+    if local.is_dir():
+        dest = root / "usr/local/share/ca-certificates"
+        dest.mkdir(parents=True, exist_ok=True)
+        for crt in local.glob("*.crt"):
+            shutil.copy2(crt, dest / crt.name)
+            copied.append(str(crt))
+    if Path("/etc/pip.conf").is_file():
+        shutil.copy2("/etc/pip.conf", root / "etc/pip.conf")
+        copied.append("/etc/pip.conf")
+    return copied
+
+
 def tail(log: Path, n: int = 3) -> list[str]:
     lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
     return lines[-n:]
@@ -128,6 +146,7 @@ def main() -> int:
             ["git", "archive", "HEAD"], cwd=REPO, capture_output=True, check=True
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(root / "root/drivelab")], input=archive, check=True)
+        site_trust(root)
         for shown, command in STEPS:
             seconds, rc = nspawn(root, command, log)
             results.append((shown, seconds, rc))
@@ -153,7 +172,7 @@ def main() -> int:
         f" {meta.get('version', '13')} ({meta['release']}) image: debootstrap minbase with"
         f" {', '.join(meta['packages'])}; the committed tree copied in; {python} in its venv."
         " Each step as the README and the Makefile give it, as root, Debian's archive and PyPI"
-        " reached directly.",
+        " reached directly, with the controller's site CA certificates and /etc/pip.conf.",
         "",
         "| step | exit | wall |",
         "|---|---:|---:|",

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.lab.conftest import assert_no_lab, drivelab, lab_leftovers
+from tests.lab.conftest import assert_no_lab, drivelab, lab_leftovers, playbook
 
 pytestmark = pytest.mark.lab
 
@@ -48,6 +48,22 @@ def test_lab_up_refuses_what_is_not_the_labs(foreign_bridge, expected):
     left = lab_leftovers()
     left["links"] = [x for x in left["links"] if x != foreign_bridge]
     assert not any(left.values()), f"lab up created {left}"
+
+
+def test_lab_up_without_a_usable_hierarchy_stops_in_one_line_before_making_anything():
+    """This machine's unified v2 hierarchy has no controllers (memory and blkio are on
+    v1): asking the lab for v2 is what a v2-only machine without them would meet."""
+    drivelab("lab", "down")
+    proc = playbook("lab.yml", {"lab_cgroup_hierarchy": "v2"})
+    assert proc.returncode != 0
+    fatal = [line for line in proc.stdout.splitlines() if "no usable cgroup" in line]
+    assert fatal, proc.stdout[-2000:]
+    assert (
+        "the cgroup v2 hierarchy at /sys/fs/cgroup/unified lacks memory and io (offers: none)"
+        in fatal[0]
+    ), fatal[0]
+    assert "boot with cgroup v2" in fatal[0]
+    assert_no_lab()
 
 
 def test_nothing_left_after_refusals():
