@@ -126,6 +126,11 @@ def main() -> int:
     if os.geteuid() != 0:
         print("controller_trixie: run as root (systemd-nspawn)", file=sys.stderr)
         return 2
+    if Path("/var/lib/drivelab/settings.json").exists():
+        # a container started beside the lab gets a copy of the mount table with the
+        # lab's drives in it, which kept two loop devices from detaching at lab down
+        print("controller_trixie: a lab is up; run drivelab lab down first", file=sys.stderr)
+        return 2
     rootfs = image()
     meta = json.loads((IMAGE / "image.json").read_text())
     commit = subprocess.run(

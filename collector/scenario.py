@@ -581,9 +581,17 @@ def _count_values(doc: Any) -> int:
     return count(doc)
 
 
+def _stat(path: Path, source: str) -> int:
+    """st_mode of ``path``; a NUL byte in it is said in drivelab's words (os.stat's own
+    differ between Python versions)."""
+    if "\x00" in str(path):
+        raise _fail(source, "cannot read (a NUL byte in the path)")
+    return path.stat().st_mode
+
+
 def _read_yaml(path: Path, source: str) -> Any:
     try:
-        mode = path.stat().st_mode
+        mode = _stat(path, source)
         if stat.S_ISDIR(mode):
             raise _fail(source, "is a folder, not a file")
         if not stat.S_ISREG(mode):
@@ -592,7 +600,7 @@ def _read_yaml(path: Path, source: str) -> Any:
             data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise _fail(source, "no such file") from None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+    except (OSError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or exc
         raise _fail(source, f"cannot read ({exc.__class__.__name__}: {why})") from None
     if len(data) > MAX_FILE_BYTES:

@@ -766,7 +766,7 @@ def test_billion_laughs_inventory(tmp_path: Path) -> None:
         ("/dev/null", "not a regular file (a device, pipe or socket)"),
         ("/etc", "is a folder, not a file"),
         ("/nonexistent/x.yml", "no such file"),
-        ("a\x00b.yml", "cannot read (ValueError: embedded null byte)"),
+        ("a\x00b.yml", "cannot read (a NUL byte in the path)"),
         ("x" * 300, "cannot read (OSError: File name too long)"),
     ],
     ids=["/dev/zero", "/dev/null", "a folder", "missing", "NUL", "long name"],
