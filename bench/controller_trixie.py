@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -163,9 +164,8 @@ def main() -> int:
             [*nspawn_argv(root), "/root/drivelab/.venv/bin/python", "--version"],
             capture_output=True, text=True, check=False,
         ).stdout.strip()  # fmt: skip
-        summary = [
-            line for line in log.read_text(errors="replace").splitlines() if " passed" in line
-        ]
+        text = re.sub(r"\x1b\[[0-9;]*m", "", log.read_text(errors="replace"))
+        summary = re.findall(r"^=*\s*(\d+ passed[^=\n]* in [0-9.]+s)", text, re.M)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -184,7 +184,7 @@ def main() -> int:
         *[f"| `{shown}` | {rc} | {seconds:.1f} s |" for shown, seconds, rc in results],
         "",
         f"All steps passed: {'yes' if ok else 'no'}."
-        + (f" Unit tests: {summary[-1].strip()}." if summary else ""),
+        + (f" `make unit`: {summary[-1]}." if summary else ""),
     ]
     text = "\n".join(lines)
     print(text)
