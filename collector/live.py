@@ -316,8 +316,9 @@ class KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
     ``10.213.0.* ssh-ed25519 ...`` line would reject every client. This reads the file
     the way OpenSSH does: comma-separated patterns with ``*`` and ``?``, ``!``
     negation, hashed names (``|1|salt|hash``), ``[host]:port`` for ports other than 22
-    (paramiko asks with that form), ``@revoked`` keys refused, ``@cert-authority``
-    lines skipped. Everything else is refused with a one-line reason."""
+    (paramiko asks with that form), ``@revoked`` keys refused wherever their line is
+    (revocation is checked first, over the whole file), ``@cert-authority`` lines
+    skipped. Everything else is refused with a one-line reason."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -330,7 +331,8 @@ class KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
                 f"cannot read known_hosts {self.path}: {err.strerror or err}"
             ) from None
         blob = key.asbytes()
-        listed = False
+        # (marker, same key) for every line whose names match, in file order
+        entries: list[tuple[str | None, bool]] = []
         for line in text.splitlines():
             fields = line.split()
             if not fields or fields[0].startswith("#"):
@@ -344,16 +346,14 @@ class KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
                 same = base64.b64decode(fields[2], validate=True) == blob
             except ValueError:
                 continue
-            if marker == "@revoked":
-                if same:
-                    raise paramiko.SSHException(
-                        f"host key of {hostname} is marked @revoked in {self.path}"
-                    )
-                continue
-            if same:
-                return
-            listed = True
-        if listed:
+            entries.append((marker, same))
+        # as OpenSSH does: a revoked key is refused wherever its line is in the file
+        if ("@revoked", True) in entries:
+            raise paramiko.SSHException(f"host key of {hostname} is marked @revoked in {self.path}")
+        plain = [same for marker, same in entries if marker != "@revoked"]
+        if any(plain):
+            return
+        if plain:
             raise paramiko.SSHException(
                 f"host key of {hostname} ({key.get_name()}) does not match {self.path}"
             )

@@ -234,6 +234,10 @@ def _line(patterns: str, key: paramiko.PKey, marker: str = "") -> str:
         pytest.param(["[10.213.0.11]"], "10.213.0.11", "is not in", id="brackets-literal"),
         pytest.param(["@cert-authority *"], "10.213.0.11", "is not in", id="cert-authority"),
         pytest.param(["@revoked *", "*"], "10.213.0.11", "@revoked", id="revoked"),
+        # OpenSSH checks revocation over the whole file first: order does not matter
+        pytest.param(["*", "@revoked *"], "10.213.0.11", "@revoked", id="revoked-after-plain"),
+        # ... but, like any line, @revoked applies only to the names it matches
+        pytest.param(["10.213.0.11", "@revoked 10.99.*"], "10.213.0.11", None, id="revoked-other"),
         pytest.param(["OTHER 10.213.0.*"], "10.213.0.11", "does not match", id="wrong-key"),
     ],
 )
