@@ -1,4 +1,4 @@
-"""The live view (collector/live.py): LiveState fed real pgbench stderr, the known_hosts
+"""The live view (collector/live/): LiveState fed real pgbench stderr, the known_hosts
 policy, the exporter over real HTTP, the table, LiveSession's clean-up, and the Fabric
 follower against a real sshd on 127.0.0.1 (marked ``sshd``)."""
 

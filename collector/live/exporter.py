@@ -1,0 +1,133 @@
+"""The live figures as Prometheus gauges: :data:`GAUGES` and :data:`LABELS` name
+them, :class:`MetricsExporter` serves them over HTTP in a registry of its own."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from collector.errors import DrivelabError
+from collector.live.state import ClientRow, RunLabels, Status
+
+__all__ = [
+    "DEFAULT_METRICS_ADDR",
+    "DEFAULT_METRICS_PORT",
+    "GAUGES",
+    "LABELS",
+    "MetricsExporter",
+]
+
+DEFAULT_METRICS_ADDR = "127.0.0.1"
+DEFAULT_METRICS_PORT = 9479
+
+#: (metric, help, ClientRow field); values in base units
+GAUGES = (
+    ("drivelab_client_tps", "Transactions per second in the last progress interval", "tps_now"),
+    (
+        "drivelab_client_tps_average",
+        "Transactions per second since pgbench started",
+        "tps_average",
+    ),
+    ("drivelab_client_latency_seconds", "Average latency in the last interval", "latency_s"),
+    ("drivelab_client_elapsed_seconds", "Seconds since pgbench started", "elapsed_s"),
+    ("drivelab_client_remaining_seconds", "Planned seconds left", "remaining_s"),
+    (
+        "drivelab_client_last_update_timestamp_seconds",
+        "When the controller last heard from the client (epoch)",
+        "updated_at",
+    ),
+)
+LABELS = ("scenario", "cell", "run", "client", "drive")
+
+
+class _LiveCollector(Collector):
+    def __init__(self, source: Callable[[], Iterable[tuple[RunLabels, ClientRow]]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        rows = list(self._source())
+        families = {
+            name: GaugeMetricFamily(name, help_, labels=LABELS) for name, help_, _ in GAUGES
+        }
+        up = GaugeMetricFamily(
+            "drivelab_client_up", "1 while the client's stream is open, else 0", labels=LABELS
+        )
+        status = GaugeMetricFamily(
+            "drivelab_client_status",
+            "1 for the client's current status, 0 for the others",
+            labels=(*LABELS, "status"),
+        )
+        for labels, row in rows:
+            values = [{**labels.as_labels(), "client": row.client}[k] for k in LABELS]
+            for name, _, field in GAUGES:
+                value = getattr(row, field)
+                if value is not None:  # unknown is absent, never 0
+                    families[name].add_metric(values, value)
+            up.add_metric(values, 1.0 if row.up else 0.0)
+            for s in Status:
+                status.add_metric([*values, s.value], 1.0 if row.status is s else 0.0)
+        yield from families.values()
+        yield up
+        yield status
+
+
+class MetricsExporter:
+    """Serves the live gauges over HTTP, in their own registry (never the global one).
+    ``port=0`` takes a free port; ``port`` then tells which. ``stop()`` shuts the server
+    down, closes its socket and joins its thread."""
+
+    def __init__(
+        self,
+        source: Callable[[], Iterable[tuple[RunLabels, ClientRow]]],
+        addr: str = DEFAULT_METRICS_ADDR,
+        port: int = DEFAULT_METRICS_PORT,
+    ) -> None:
+        self.addr = addr
+        self.port = port
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_LiveCollector(source))
+        self._server = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.addr}]" if ":" in self.addr else self.addr
+        return f"http://{host}:{self.port}/metrics"
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> MetricsExporter:
+        from prometheus_client import start_http_server  # noqa: PLC0415
+
+        if self._server is not None:
+            return self
+        try:
+            server, thread = start_http_server(self.port, self.addr, registry=self.registry)
+        except OSError as err:
+            raise DrivelabError(
+                f"cannot serve live metrics on {self.addr}:{self.port}: {err.strerror or err}"
+            ) from None
+        self._server, self._thread = server, thread
+        self.port = server.server_port
+        return self
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        self._server, self._thread = None, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join(5)
+
+    def __enter__(self) -> MetricsExporter:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
