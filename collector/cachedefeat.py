@@ -239,3 +239,40 @@ def analyse(
 
 def _ratio(num: float, den: float) -> float | None:
     return num / den if den else None
+
+
+def from_run(
+    pg_stat: Mapping[str, Any] | None,
+    facts: Mapping[str, Any],
+    samples: Iterable[Sample],
+    devices: Iterable[str],
+) -> dict[str, Any] | None:
+    """The verdict of one run as its stored fact ``cache``: from the client databases'
+    counters before and after it (``{"before": rows, "after": rows}``), the run's facts
+    (dataset sizes, DB memory, client hosts) and its drive telemetry. None when the
+    counters or the sizes are missing."""
+    sizes = facts.get("db_sizes_bytes") or {}
+    memory = facts.get("db_memory_bytes")
+    if pg_stat is None or not sizes or not memory:
+        return None
+    keep = {f"drivelab_{h}" for h in facts.get("client_hosts") or []}
+    before = {k: v for k, v in counters(pg_stat["before"]).items() if k in keep}
+    after = {k: v for k, v in counters(pg_stat["after"]).items() if k in keep}
+    v = analyse(
+        before, after, drive_samples=list(samples), devices=list(devices),
+        dataset_bytes=int(sum(sizes.values())), memory_bytes=int(memory),
+    )  # fmt: skip
+    return {
+        "verdict": v.verdict,
+        "reason": v.reason,
+        "hit_ratio": v.hit_ratio,
+        "drive_share": v.drive_share,
+        "blks_read": v.blks_read,
+        "blks_hit": v.blks_hit,
+        "drive_read_bytes": v.drive_read_bytes,
+        "dataset_bytes": v.dataset_bytes,
+        "memory_bytes": v.memory_bytes,
+        "clients": {
+            c.client: {"hit_ratio": c.hit_ratio, "blks_read": c.blks_read} for c in v.clients
+        },
+    }

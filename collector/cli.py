@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from collector import __version__
-from collector.errors import DrivelabError
+from collector.errors import DrivelabError, one_line
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -21,12 +21,6 @@ class OneLineParser(argparse.ArgumentParser):
         where = self.prog.removeprefix("drivelab").strip()
         prefix = f"{where}: " if where else ""
         raise DrivelabError(f"{prefix}{message} (see '{self.prog} --help')")
-
-
-def one_line(text: str) -> str:
-    """``text`` with newlines, NUL, ESC, U+2028 and other unprintable characters escaped:
-    a path or argument holding them (the messages quote what was given) stays one line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,14 +1,7 @@
 """Gather one fetched run folder into stored results.
 
-The pgbench playbook leaves, on the controller, one folder per repetition::
-
-    <results>/runs/<scenario>/<cell_id>/rep-<N>/
-        run.json                 the controller's record: scenario, cell, hosts, options, times
-        db/database.json         dataset sizes, DB memory, the "fits in RAM" warning, init
-                                 times, PostgreSQL version and settings, WAL placement
-        db/<host>-<fs>.json      device facts, one file per filesystem
-        <client>/                one folder per client host that answered:
-            stdout.txt stderr.txt rc.txt command.json pgbench_log.<pid>[.<n>]
+The pgbench playbook leaves, on the controller, one folder per repetition; its
+layout and ``run.json`` are :mod:`collector.runfolder`'s.
 
 :func:`gather_run` reads such a folder with the parsers and the statistics into a
 :class:`GatheredRun` (scenario, cell, :class:`~collector.records.RunRecord`, device
@@ -21,10 +14,9 @@ with its reason, not an error: the run is stored as partial or failed.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -43,22 +35,20 @@ from collector.records import (
     SeriesPoint,
     TxLogSummary,
 )
+from collector.runfolder import (
+    CLIENT_FILES,
+    DATABASE_JSON,
+    DB_DIR,
+    NUMBER,
+    PG_STAT,
+    Checker,
+    RunMeta,
+    load_json,
+)
 from collector.store import Store
 
-RUN_JSON = "run.json"
-DB_DIR = "db"
-DATABASE_JSON = "database.json"
-LOG_MODES = ("full", "sampled", "aggregate", "none")
-#: the CellSpec fields a run.json ``cell`` may carry; any other key goes into params
-CELL_FIELDS = ("drive", "workload", "filesystem", "placement", "scale", "clients")
 _LOG_NAME = re.compile(r"^pgbench_log\.(\d+)(?:\.(\d+))?$")
-#: the raw files of a client folder, by kind
-CLIENT_FILES = {
-    "stdout": "stdout.txt",
-    "stderr": "stderr.txt",
-    "rc": "rc.txt",
-    "command": "command.json",
-}
+
 #: where each client's start (its first logged transaction) came from
 START_SOURCES = {
     "txlog": "first transaction (per-transaction log)",
@@ -88,6 +78,8 @@ class GatheredRun:
     run: RunRecord
     facts: tuple[ScopedFacts, ...] = ()
     cell_id: str = ""
+    #: the scenario's description and baseline drive, as run.json carries them
+    scenario_info: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def samples(self) -> tuple[Sample, ...]:
@@ -105,27 +97,6 @@ class GatheredRun:
 
 
 @dataclass(frozen=True)
-class _Meta:
-    """run.json, checked."""
-
-    path: Path
-    scenario: str
-    cell_id: str
-    cell: CellSpec
-    repetition: int
-    db_host: str | None
-    client_hosts: tuple[str, ...]
-    pgbench: Mapping[str, Any]
-    log: str
-    sampling_rate: float | None
-    aggregate_interval: float | None
-    start_at: float | None
-    started_at: float | None
-    ended_at: float | None
-    ansible_failures: tuple[Mapping[str, Any], ...]
-
-
-@dataclass(frozen=True)
 class _Client:
     result: ClientResult
     series: tuple[SeriesPoint, ...] = ()
@@ -133,157 +104,6 @@ class _Client:
     command: Mapping[str, Any] = field(default_factory=dict)
     start_source: str | None = None
     note: str | None = None
-
-
-# --------------------------------------------------------------------------- JSON files
-
-
-def _load_json(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DrivelabError(f"{path}: missing (not a run folder?)") from None
-    except OSError as err:
-        raise DrivelabError(f"{path}: cannot read: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise DrivelabError(f"{path}: not JSON (not UTF-8 text)") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DrivelabError(
-            f"{path}: not JSON (line {err.lineno} column {err.colno}: {err.msg})"
-        ) from None
-
-
-class _Checker:
-    """Typed look-ups in a JSON object; a problem is one line naming the file and key."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def fail(self, message: str) -> DrivelabError:
-        return DrivelabError(f"{self.path}: {message}")
-
-    def obj(self, value: Any, name: str) -> Mapping[str, Any]:
-        if not isinstance(value, dict):
-            what = "the file" if not name else repr(name)
-            raise self.fail(f"{what} must be a JSON object, not {_kind(value)}")
-        return value
-
-    def get(  # noqa: PLR0917  (one look-up, spelled out)
-        self,
-        doc: Mapping[str, Any],
-        key: str,
-        types: tuple[type, ...],
-        prefix: str = "",
-        required: bool = True,
-        default: Any = None,
-    ) -> Any:
-        name = f"{prefix}{key}"
-        if key not in doc:
-            if required:
-                raise self.fail(f"missing key {name!r}")
-            return default
-        value = doc[key]
-        if value is None and not required:
-            return default
-        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
-        if not ok:
-            want = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
-            raise self.fail(f"{name!r} must be {want}, not {_kind(value)} {_short(value)}")
-        return value
-
-
-_TYPE_NAMES = {
-    str: "a string",
-    int: "an integer",
-    float: "a number",
-    list: "a list",
-    dict: "an object",
-    bool: "true or false",
-}
-_NUMBER = (int, float)
-
-
-def _kind(value: Any) -> str:
-    return {
-        type(None): "null",
-        bool: "a boolean",
-        str: "a string",
-        int: "a number",
-        float: "a number",
-        list: "a list",
-        dict: "an object",
-    }.get(type(value), type(value).__name__)
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def read_meta(run_dir: Path) -> _Meta:
-    """run.json, checked: every key gather needs, with its type."""
-    path = run_dir / RUN_JSON
-    if not run_dir.is_dir():
-        raise DrivelabError(f"{run_dir}: no such run folder")
-    c = _Checker(path)
-    doc = c.obj(_load_json(path), "")
-    scenario = c.get(doc, "scenario", (str,))
-    cell_id = c.get(doc, "cell_id", (str,))
-    cell = c.obj(c.get(doc, "cell", (dict,)), "cell")
-    repetition = c.get(doc, "repetition", (int,))
-    if repetition < 0:
-        raise c.fail(f"'repetition' must be 0 or more, not {repetition}")
-    hosts = c.get(doc, "client_hosts", (list,))
-    if not hosts or not all(isinstance(h, str) and h for h in hosts):
-        raise c.fail(f"'client_hosts' must be a non-empty list of host names, not {_short(hosts)}")
-    if len(set(hosts)) != len(hosts):
-        raise c.fail(f"'client_hosts' names a host twice: {_short(hosts)}")
-    opts = c.obj(c.get(doc, "pgbench", (dict,)), "pgbench")
-    log = c.get(opts, "log", (str,), "pgbench.")
-    if log not in LOG_MODES:
-        raise c.fail(f"'pgbench.log' must be one of {', '.join(LOG_MODES)}, not {log!r}")
-    rate = c.get(opts, "sampling_rate", _NUMBER, "pgbench.", required=False)
-    if log == "sampled" and not (rate and 0 < rate <= 1):
-        raise c.fail(f"'pgbench.sampling_rate' must be in (0, 1] when log is 'sampled', not {rate}")
-    interval = c.get(opts, "aggregate_interval", _NUMBER, "pgbench.", required=False)
-    if interval is not None and interval <= 0:
-        raise c.fail(f"'pgbench.aggregate_interval' must be positive, not {interval}")
-    failures = c.get(doc, "ansible_failures", (list,), required=False, default=[])
-    for f in failures:
-        c.obj(f, "ansible_failures[]")
-    return _Meta(
-        path=path,
-        scenario=scenario,
-        cell_id=cell_id,
-        cell=_cell_spec(c, cell, len(hosts)),
-        repetition=repetition,
-        db_host=c.get(doc, "db_host", (str,), required=False),
-        client_hosts=tuple(hosts),
-        pgbench=opts,
-        log=log,
-        sampling_rate=float(rate) if rate is not None else None,
-        aggregate_interval=float(interval) if interval is not None else None,
-        start_at=c.get(doc, "start_at", _NUMBER, required=False),
-        started_at=c.get(doc, "started_at", _NUMBER, required=False),
-        ended_at=c.get(doc, "ended_at", _NUMBER, required=False),
-        ansible_failures=tuple(failures),
-    )
-
-
-def _cell_spec(c: _Checker, cell: Mapping[str, Any], hosts: int) -> CellSpec:
-    params = dict(c.obj(c.get(cell, "params", (dict,), "cell.", required=False, default={}), ""))
-    params.update({k: v for k, v in cell.items() if k not in (*CELL_FIELDS, "params")})
-    return CellSpec(
-        drive=c.get(cell, "drive", (str,), "cell."),
-        workload=c.get(cell, "workload", (str,), "cell.", required=False, default="tpcb"),
-        filesystem=c.get(cell, "filesystem", (str,), "cell.", required=False),
-        placement=c.get(cell, "placement", (str,), "cell.", required=False),
-        scale=c.get(cell, "scale", (int,), "cell.", required=False),
-        clients=c.get(cell, "clients", (int,), "cell.", required=False, default=hosts),
-        params=params,
-    )
 
 
 # --------------------------------------------------------------------------- database facts
@@ -307,8 +127,8 @@ def read_database(db_dir: Path) -> tuple[dict[str, Any], list[Sample]]:
     path = db_dir / DATABASE_JSON
     if not path.exists():
         return {}, []
-    c = _Checker(path)
-    doc = c.obj(_load_json(path), "")
+    c = Checker(path)
+    doc = c.obj(load_json(path), "")
     facts: dict[str, Any] = {}
     for key, value in doc.items():
         if key == "postgresql" and isinstance(value, dict):
@@ -321,12 +141,12 @@ def read_database(db_dir: Path) -> tuple[dict[str, Any], list[Sample]]:
             facts[DATABASE_FACTS.get(key, f"db_{key}")] = value
     sizes = c.obj(c.get(doc, "sizes", (dict,), required=False, default={}), "sizes")
     init = c.obj(c.get(doc, "init", (dict,), required=False, default={}), "init")
-    memory = c.get(doc, "memory_bytes", _NUMBER, required=False)
+    memory = c.get(doc, "memory_bytes", NUMBER, required=False)
     c.get(doc, "warning", (str,), required=False)
     samples = [
         Sample("drivelab_db_size_bytes", v, "bytes", {"database": k})
         for k, v in sizes.items()
-        if isinstance(v, _NUMBER) and not isinstance(v, bool)
+        if isinstance(v, NUMBER) and not isinstance(v, bool)
     ]
     if memory is not None:
         samples.append(Sample("drivelab_db_memory_bytes", memory, "bytes"))
@@ -334,7 +154,7 @@ def read_database(db_dir: Path) -> tuple[dict[str, Any], list[Sample]]:
     seconds = {}
     for host, step in init.items():
         c.obj(step, f"init.{host}")
-        s = c.get(step, "seconds", _NUMBER, f"init.{host}.", required=False)
+        s = c.get(step, "seconds", NUMBER, f"init.{host}.", required=False)
         if s is not None:
             seconds[host] = float(s)
             samples.append(Sample("drivelab_db_init_seconds", s, "seconds", {"client": host}))
@@ -344,9 +164,6 @@ def read_database(db_dir: Path) -> tuple[dict[str, Any], list[Sample]]:
         known = [x for x in lifted if x is not None]
         facts["db_caps_lifted"] = all(known) if len(known) == len(lifted) else None
     return facts, samples
-
-
-PG_STAT = "pg_stat-{}.json"
 
 
 def read_buffer_counters(run_dir: Path) -> tuple[dict[str, Any], list[Sample]]:
@@ -359,15 +176,15 @@ def read_buffer_counters(run_dir: Path) -> tuple[dict[str, Any], list[Sample]]:
         path = run_dir / PG_STAT.format(when)
         if not path.exists():
             return {}, []
-        c = _Checker(path)
-        doc = c.obj(_load_json(path), "")
+        c = Checker(path)
+        doc = c.obj(load_json(path), "")
         rows = c.get(doc, "databases", (list,))
         snap = {}
         for i, item in enumerate(rows):
             row = c.obj(item, f"databases[{i}]")
             name = c.get(row, "datname", (str,), f"databases[{i}].")
             snap[name] = {
-                k: c.get(row, k, _NUMBER, f"databases[{i}].")
+                k: c.get(row, k, NUMBER, f"databases[{i}].")
                 for k in ("blks_read", "blks_hit", "at", "block_size")
             }
         snaps[when] = snap
@@ -401,7 +218,7 @@ def read_device_facts(db_dir: Path, db_host: str | None) -> list[ScopedFacts]:
     for path in sorted(db_dir.glob("*.json")):
         if path.name == DATABASE_JSON:
             continue
-        value = _load_json(path)
+        value = load_json(path)
         host, key = db_host, path.stem
         if db_host and path.stem.startswith(f"{db_host}-"):
             key = path.stem.removeprefix(f"{db_host}-")
@@ -419,7 +236,7 @@ def _one_line(text: str, width: int = 300) -> str:
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
-def _ansible_failure(meta: _Meta, host: str) -> str | None:
+def _ansible_failure(meta: RunMeta, host: str) -> str | None:
     for f in meta.ansible_failures:
         if f.get("host") == host:
             task = f.get("task")
@@ -467,7 +284,7 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
-def gather_client(run_dir: Path, host: str, meta: _Meta) -> _Client:
+def gather_client(run_dir: Path, host: str, meta: RunMeta) -> _Client:
     """One client host's result, series and raw files. Failure is a result, not an error."""
     d = run_dir / host
     ansible = _ansible_failure(meta, host)
@@ -477,7 +294,7 @@ def gather_client(run_dir: Path, host: str, meta: _Meta) -> _Client:
     files = {kind: d / name for kind, name in CLIENT_FILES.items()}
     command: dict[str, Any] = {}
     if files["command"].exists():
-        command = dict(_Checker(files["command"]).obj(_load_json(files["command"]), ""))
+        command = dict(Checker(files["command"]).obj(load_json(files["command"]), ""))
     pid = command.get("pid") if isinstance(command.get("pid"), int) else None
     logs = log_files(d, pid) if meta.log != "none" else []
     log_kind = "agglog" if meta.log == "aggregate" else "txlog"
@@ -520,7 +337,7 @@ def gather_client(run_dir: Path, host: str, meta: _Meta) -> _Client:
 
 
 def _read_logs(
-    host: str, logs: list[Path], meta: _Meta
+    host: str, logs: list[Path], meta: RunMeta
 ) -> tuple[
     TxLogSummary | None, list[AggInterval] | None, list[SeriesPoint], str | None, str | None
 ]:
@@ -555,7 +372,7 @@ def _progress_series(
     if not points:
         return [], None
     launched = command.get("launched_at")
-    if not points[0].epoch and not isinstance(launched, _NUMBER):
+    if not points[0].epoch and not isinstance(launched, NUMBER):
         return [], None
     start = None if points[0].epoch else float(launched)
     return stats.series_from_progress(host, points, start_epoch=start), "progress"
@@ -571,7 +388,7 @@ def _skew(starts: Mapping[str, float]) -> float | None:
 def gather_run(run_dir: Path | str) -> GatheredRun:
     """Read one run folder (see the module doc) into a :class:`GatheredRun`."""
     run_dir = Path(run_dir).absolute()
-    meta = read_meta(run_dir)
+    meta = RunMeta.read(run_dir)
     db_dir = run_dir / DB_DIR
     db_facts, samples = read_database(db_dir)
     buffer_facts, buffer_samples = read_buffer_counters(run_dir)
@@ -594,16 +411,14 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     launched = {
         c.result.client: float(c.command["launched_at"])
         for c in clients
-        if isinstance(c.command.get("launched_at"), _NUMBER)
+        if isinstance(c.command.get("launched_at"), NUMBER)
     }
     commands = tuple(
         f"{c.result.client}: {shlex.join(str(a) for a in c.command['argv'])}"
         for c in clients
         if isinstance(c.command.get("argv"), list)
     )
-    ends = [
-        c.command["ended_at"] for c in clients if isinstance(c.command.get("ended_at"), _NUMBER)
-    ]
+    ends = [c.command["ended_at"] for c in clients if isinstance(c.command.get("ended_at"), NUMBER)]
     report = next((c.result.report for c in clients if c.result.report), {})
     facts: dict[str, Any] = {
         "cell_id": meta.cell_id,
@@ -650,13 +465,20 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
         samples=tuple(samples),
         facts=facts,
     )
-    return GatheredRun(run_dir, meta.scenario, meta.cell, record, tuple(device), meta.cell_id)
+    return GatheredRun(
+        run_dir, meta.scenario, meta.cell, record, tuple(device), meta.cell_id, meta.scenario_info
+    )
 
 
 def record(store: Store, gathered: GatheredRun) -> int:
     """Store a gathered run (scenario and cell created if new); an earlier gathering
     of the same repetition is replaced, with its device facts. Returns the run id."""
-    sid = store.add_scenario(gathered.scenario)
+    info = gathered.scenario_info
+    sid = store.add_scenario(
+        gathered.scenario,
+        baseline_drive=info.get("baseline") or None,
+        description=info.get("description") or None,
+    )
     cid = store.add_cell(sid, gathered.cell)
     return store.record_run(
         cid,
@@ -670,16 +492,3 @@ def record_run_dir(store: Store, run_dir: Path | str) -> int:
     """Gather ``run_dir`` and store it: idempotent, a partial or failed run is stored
     as such. Returns the run id."""
     return record(store, gather_run(run_dir))
-
-
-def find_run_dirs(paths: Sequence[Path | str]) -> list[Path]:
-    """Each path that is a run folder, or, for a folder holding none itself, every
-    run folder below it (``runs/<scenario>`` -> its ``<cell>/rep-N``), sorted."""
-    out: list[Path] = []
-    for p in map(Path, paths):
-        if (p / RUN_JSON).exists() or not p.is_dir():
-            out.append(p)
-            continue
-        below = sorted(f.parent for f in p.rglob(RUN_JSON))
-        out += below or [p]
-    return out

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from collector.errors import DrivelabError
+from collector.errors import DrivelabError, one_line
 from collector.paths import results_dir
 
 
@@ -33,13 +33,13 @@ def summary_line(gathered) -> str:
 
 def cmd_gather(args: argparse.Namespace) -> int:
     from collector import gather  # noqa: PLC0415  (keep --help fast: numpy, scipy)
-    from collector.cli import one_line  # noqa: PLC0415
+    from collector.runfolder import find_run_dirs  # noqa: PLC0415
     from collector.store import Store  # noqa: PLC0415
 
     db = args.db if args.db is not None else results_dir() / "drivelab.db"
     errors = 0
     with Store.open(db) as store:
-        for run_dir in gather.find_run_dirs(args.run_dirs):
+        for run_dir in find_run_dirs(args.run_dirs):
             try:
                 gathered = gather.gather_run(run_dir)
                 gather.record(store, gathered)

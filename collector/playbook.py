@@ -19,6 +19,25 @@ from pathlib import Path
 from collector.errors import DrivelabError
 from collector.paths import PLAYBOOKS, REPO, results_dir
 
+#: the drive modules' refusal code for "drivelab's own PostgreSQL data is on this drive"
+#: (roles/candidate_drive/module_utils/drivelab_argv.py): release it, then retry
+HOLDS_POSTGRESQL_DATA = "holds_postgresql_data"
+
+
+class PlaybookFailed(DrivelabError):
+    """A playbook that failed: the one-line message, and the failed tasks as the
+    ``drivelab_failures`` callback wrote them (host, task, msg, and a drive module's
+    ``refusal`` code where it gave one)."""
+
+    def __init__(self, message: str, failures: tuple[dict, ...] = ()) -> None:
+        super().__init__(message)
+        self.failures = failures
+
+    @property
+    def refusals(self) -> set[str]:
+        """The refusal codes of the failed tasks."""
+        return {str(f["refusal"]) for f in self.failures if f.get("refusal")}
+
 
 @dataclass(frozen=True)
 class PlaybookResult:
@@ -66,7 +85,7 @@ def run_playbook(
     what: str | None = None,
     raise_on_failure: bool = True,
 ) -> PlaybookResult:
-    """Runs playbooks/<name>; raises DrivelabError (one line) when it fails."""
+    """Runs playbooks/<name>; raises :class:`PlaybookFailed` (one line) when it fails."""
     what = what or name.removesuffix(".yml")
     logs = results_dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -123,9 +142,9 @@ def run_playbook(
     if proc.returncode != 0 and raise_on_failure:
         if failures:
             first = failures[0]
-            raise DrivelabError(f"{what}: {first['host']}: {first['msg']} (log: {log})")
+            raise PlaybookFailed(f"{what}: {first['host']}: {first['msg']} (log: {log})", failures)
         tail = [ln.strip() for ln in lines if ln.strip()][-1:] or ["no output"]
-        raise DrivelabError(
+        raise PlaybookFailed(
             f"{what}: ansible-playbook exited {proc.returncode}: {tail[0]} (log: {log})"
         )
     return result

@@ -357,11 +357,27 @@ PGBENCH_FLAGS = {
     "transactions": "t",
     "rate": "R",
 }
+#: write cache states a cell can be measured with; "leave" (as the drive is) names nothing
+WRITE_CACHE_STATES = ("leave", "on", "off")
 
 
 @dataclass(frozen=True)
 class CellSpec:
-    """One point of a scenario's matrix, without the repetition."""
+    """The identity of one cell of a scenario (one point of its matrix, without the
+    repetition), defined here once and used everywhere a cell is named:
+
+    * :attr:`cell_id`, the run folder's name (``runs/<scenario>/<cell_id>/rep-N``), in
+      ``run.json`` and the console;
+    * :attr:`key`, the store's key of the cell within its scenario;
+    * :attr:`test` and :attr:`drive`, the report's label (what is compared across drives,
+      and the drive it ran on).
+
+    ``clients`` is the number of client hosts (0: all of them, not yet counted).
+    ``params`` are the pgbench options that shape the load (``clients_per_host``,
+    ``threads``, ``duration``, ``transactions``, ``rate``). ``mkfs_options`` and
+    ``mount_options`` are the filesystem's as asked: a scenario holds one entry per
+    filesystem type, so they never tell two of its cells apart and are recorded with
+    the cell, not spelled in its names."""
 
     drive: str
     workload: str = "tpcb"
@@ -370,6 +386,18 @@ class CellSpec:
     scale: int | None = None
     clients: int = 1
     params: Mapping[str, Any] = field(default_factory=dict)
+    write_cache: str = "leave"
+    mkfs_options: tuple[str, ...] = ()
+    mount_options: str | None = None
+
+    @property
+    def cell_id(self) -> str:
+        """``nvme-ext4-tablespace-s20-h2-tpcb``, ``-wcon``/``-wcoff`` when the write
+        cache is set: the run folder's name."""
+        parts = [self.drive, self.filesystem, self.placement, f"s{self.scale}"]
+        parts += [f"h{self.clients or 'all'}", self.workload]
+        base = "-".join(str(p) for p in parts)
+        return base if self.write_cache == "leave" else f"{base}-wc{self.write_cache}"
 
     @property
     def test(self) -> str:
@@ -391,11 +419,29 @@ class CellSpec:
             if flag and v in (None, 0, ""):
                 continue  # an option not given: pgbench's default
             parts.append(f"{flag}{v}" if flag else f"{k}={v}")
+        if self.write_cache != "leave":
+            parts.append(f"wc {self.write_cache}")
         return " ".join(parts)
 
     @property
     def key(self) -> str:
+        """The store's key of the cell within its scenario."""
         return f"{self.drive} {self.test}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The cell as ``run.json`` carries it (:meth:`from_json` reads it back)."""
+        return {
+            "drive": self.drive,
+            "workload": self.workload,
+            "filesystem": self.filesystem,
+            "placement": self.placement,
+            "scale": self.scale,
+            "clients": self.clients,
+            "params": dict(self.params),
+            "write_cache": self.write_cache,
+            "mkfs_options": list(self.mkfs_options),
+            "mount_options": self.mount_options,
+        }
 
 
 @dataclass(frozen=True)

@@ -8,121 +8,32 @@ chooses the variables, keeps the run folder and records it):
     prepare_database()  playbooks/database.yml    tablespace or cluster, databases, pgbench -i
     run_pgbench()       playbooks/pgbench.yml     cold start, synchronized start, fetch
 
-A run folder is ``<results>/runs/<scenario>/<cell_id>/rep-<N>/`` (see collector.gather).
-run.json is written before the playbook starts (so a crash leaves a record of what
-was being run) and again when it ends.
+A run folder is ``<results>/runs/<scenario>/<cell_id>/rep-<N>/`` (its format:
+:mod:`collector.runfolder`). run.json is written before the playbook starts (so a
+crash leaves a record of what was being run) and again when it ends.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from collector.errors import DrivelabError
+from collector.cell import Cell, PgbenchOptions
 from collector.gather import record_run_dir
-from collector.paths import LOCAL_INVENTORY, REPO, results_dir
+from collector.paths import LOCAL_INVENTORY, REPO
 from collector.playbook import PlaybookResult, run_playbook
+from collector.runfolder import CLIENT_FILES, DB_DIR, RunMeta
 from collector.store import Store
 
-MODES = ("tpcb", "select-only", "simple-update", "custom")
-LOGS = ("full", "sampled", "aggregate", "none")
-
-
-@dataclass(frozen=True)
-class PgbenchOptions:
-    """What each client host runs: ``pgbench -c clients_per_host -j threads -T duration``."""
-
-    clients_per_host: int = 4
-    threads: int = 2
-    duration: int = 15
-    transactions: int = 0
-    mode: str = "tpcb"
-    script: str | None = None
-    rate: int = 0
-    log: str = "full"
-    sampling_rate: float | None = None
-    aggregate_interval: int | None = None
-    progress: int = 1
-
-    def extra_vars(self) -> dict[str, Any]:
-        if self.mode not in MODES:
-            raise DrivelabError(f"pgbench mode {self.mode!r}: one of {', '.join(MODES)}")
-        if self.log not in LOGS:
-            raise DrivelabError(f"pgbench log {self.log!r}: one of {', '.join(LOGS)}")
-        out: dict[str, Any] = {
-            "pgbench_run_clients": self.clients_per_host,
-            "pgbench_run_threads": self.threads,
-            "pgbench_run_duration": self.duration,
-            "pgbench_run_transactions": self.transactions,
-            "pgbench_run_mode": self.mode,
-            "pgbench_run_rate": self.rate,
-            "pgbench_run_log": self.log,
-            "pgbench_run_progress": self.progress,
-        }
-        if self.script:
-            out["pgbench_run_script"] = str(Path(self.script).resolve())
-        if self.log == "sampled":
-            out["pgbench_run_sampling_rate"] = self.sampling_rate or 0.01
-        if self.log == "aggregate":
-            out["pgbench_run_aggregate_interval"] = self.aggregate_interval or 1
-        return out
-
-    def for_run_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        if self.log == "sampled":
-            doc["sampling_rate"] = self.sampling_rate or 0.01
-        if self.log == "aggregate":
-            doc["aggregate_interval"] = self.aggregate_interval or 1
-        return doc
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One cell of a scenario: a filesystem on a drive, a placement, a dataset, a load."""
-
-    scenario: str
-    drive: str  # the drivelab filesystem name (mount point /srv/drivelab/<drive>)
-    filesystem: str  # ext4, xfs, btrfs
-    placement: str = "tablespace"  # or cluster
-    scale: int = 10
-    hosts: tuple[str, ...] = ()  # client hosts taking part; empty: all of group clients
-    pgbench: PgbenchOptions = field(default_factory=PgbenchOptions)
-    init_options: tuple[str, ...] = ()
-
-    @property
-    def cell_id(self) -> str:
-        n = len(self.hosts) if self.hosts else "all"
-        parts = (self.drive, self.filesystem, self.placement, f"s{self.scale}", f"h{n}")
-        parts += (self.pgbench.mode,)
-        return "-".join(str(p) for p in parts)
-
-    @property
-    def cluster(self) -> str:
-        return f"drivelab_{self.drive}" if self.placement == "cluster" else "drivelab"
-
-    def cell_dir(self, root: Path | None = None) -> Path:
-        return (root or results_dir()) / "runs" / self.scenario / self.cell_id
-
-
-def _write_json(path: Path, doc: Any) -> None:
-    """Atomically: a crash leaves the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=2, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
+__all__ = ["Cell", "PgbenchOptions"]  # the data of a cell, used with these stages
 
 SECRETS_DIR = Path.home() / ".local/share/drivelab/secrets"  # postgresql_server's default
 
@@ -280,45 +191,23 @@ def run_pgbench(
     cold_start: bool = True,
     synchronized: bool = True,
     live: Callable[[Path, list[str]], AbstractContextManager[Any]] | None = None,
+    scenario_info: Mapping[str, Any] | None = None,
 ) -> Path:
     """One measured run; returns its run folder (outputs fetched, run.json written).
     ``live(run_dir, hosts)``, when given, is entered around the playbook (the live view
-    of :mod:`collector.live`: it follows the clients' progress while they run)."""
+    of :mod:`collector.live`: it follows the clients' progress while they run).
+    ``scenario_info`` (description, baseline) goes into run.json with the cell."""
     run_dir = cell.cell_dir(root) / f"rep-{repetition}"
     if run_dir.exists():
         shutil.rmtree(run_dir)  # an earlier, unfinished attempt at this repetition
     run_dir.mkdir(parents=True)
     hosts = list(cell.hosts) or client_hosts
     # what the database stage recorded for this cell goes with every repetition
-    cell_db = cell.cell_dir(root) / "db"
+    cell_db = cell.cell_dir(root) / DB_DIR
     if cell_db.is_dir():
-        shutil.copytree(cell_db, run_dir / "db")
-    doc: dict[str, Any] = {
-        "scenario": cell.scenario,
-        "cell_id": cell.cell_id,
-        "cell": {
-            "drive": cell.drive,
-            "workload": cell.pgbench.mode,
-            "filesystem": cell.filesystem,
-            "placement": cell.placement,
-            "scale": cell.scale,
-            "clients": len(hosts),
-            "params": {
-                "clients_per_host": cell.pgbench.clients_per_host,
-                "threads": cell.pgbench.threads,
-                "duration": cell.pgbench.duration,
-                "transactions": cell.pgbench.transactions,
-                "rate": cell.pgbench.rate,
-            },
-        },
-        "repetition": repetition,
-        "db_host": db_host,
-        "client_hosts": hosts,
-        "pgbench": cell.pgbench.for_run_json(),
-        "start_at": None,
-        "started_at": time.time(),
-    }
-    _write_json(run_dir / "run.json", doc)
+        shutil.copytree(cell_db, run_dir / DB_DIR)
+    meta = run_meta(cell, repetition, hosts, db_host, scenario_info)
+    meta.write(run_dir)
     extra = {
         **cell.pgbench.extra_vars(),
         "pgbench_run_dir": str(run_dir),
@@ -347,18 +236,39 @@ def run_pgbench(
         ]
     starts = []
     for host in hosts:
-        command = run_dir / host / "command.json"
+        command = run_dir / host / CLIENT_FILES["command"]
         if command.exists():
             starts.append(json.loads(command.read_text(encoding="utf-8")).get("start_at"))
-    doc.update(
+    replace(
+        meta,
         start_at=next((s for s in starts if s), None),
         ended_at=time.time(),
-        ansible_failures=[
+        ansible_failures=tuple(
             {k: f.get(k, "") for k in ("kind", "host", "task", "msg")} for f in failures
-        ],
-    )
-    _write_json(run_dir / "run.json", doc)
+        ),
+    ).write(run_dir)
     return run_dir
+
+
+def run_meta(
+    cell: Cell,
+    repetition: int,
+    hosts: list[str],
+    db_host: str,
+    scenario_info: Mapping[str, Any] | None = None,
+) -> RunMeta:
+    """run.json of one repetition of ``cell`` on ``hosts``, as written when it starts."""
+    return RunMeta(
+        scenario=cell.scenario,
+        scenario_info=dict(scenario_info or {}),
+        cell_id=cell.cell_id,
+        cell=replace(cell, hosts=tuple(hosts)).spec,
+        repetition=repetition,
+        db_host=db_host,
+        client_hosts=tuple(hosts),
+        pgbench=cell.pgbench.for_run_json(),
+        started_at=time.time(),
+    )
 
 
 def gather(run_dir: Path, db_path: Path | None = None) -> int:

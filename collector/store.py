@@ -15,10 +15,10 @@ and the paths of the raw outputs kept beside it. Reports read only this.
 The runner's calls, in order::
 
     store = Store.open(path)                                   # creates or migrates
-    sid = store.add_scenario("two-client", spec, baseline_drive="hdd")
+    sid = store.add_scenario("two-client", spec, baseline_drive="hdd", description="...")
     store.add_facts(sid, {"kernel": "6.1.0"}, scope="environment", host="db")
     cid = store.add_cell(sid, CellSpec(drive="ssd", clients=2, scale=20))
-    if not store.has_run(cid, repetition):                     # resume
+    if repetition not in store.repetitions("two-client", spec):  # resume
         store.record_run(cid, RunRecord(repetition, status, clients, ...))
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,11 +46,35 @@ from collector.records import (
     SeriesPoint,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _STATUSES = "('complete', 'partial', 'failed')"
 
-#: version -> DDL statements that bring version-1 up to it
-MIGRATIONS: dict[int, tuple[str, ...]] = {
+
+def _cells_write_cache(cur: sqlite3.Cursor) -> None:
+    """Version 2: a cell's write cache is part of its identity. A version-1 cell whose
+    runs were all made with the write cache set (their folder, the ``cell_id`` fact,
+    ends in ``-wcon`` or ``-wcoff``) gets that state and its key the ``wc`` label; a
+    cell holding runs of both states (the version-1 bug) is left as it was stored."""
+    rows = cur.execute(
+        "SELECT r.cell_id, f.value_json FROM runs r JOIN facts f ON f.run_id = r.id"
+        " WHERE f.scope = 'run' AND f.key = 'cell_id'"
+    ).fetchall()
+    states: dict[int, set[str]] = {}
+    for cell_id, value in rows:
+        name = json.loads(value) if value else ""
+        state = next((w for w in ("on", "off") if str(name).endswith(f"-wc{w}")), "leave")
+        states.setdefault(cell_id, set()).add(state)
+    for cell_id, seen in states.items():
+        if len(seen) == 1 and (state := seen.pop()) != "leave":
+            cur.execute(
+                "UPDATE cells SET write_cache = ?, key = key || ? WHERE id = ?",
+                (state, f" wc {state}", cell_id),
+            )
+
+
+#: version -> the steps (SQL statements, or functions of a cursor) that bring
+#: version-1 up to it
+MIGRATIONS: dict[int, tuple[str | Callable[[sqlite3.Cursor], None], ...]] = {
     1: (
         "CREATE TABLE schema_version (version INTEGER NOT NULL)",
         """CREATE TABLE scenarios (
@@ -131,6 +155,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             kind TEXT NOT NULL,
             path TEXT NOT NULL)""",
     ),
+    2: (
+        "ALTER TABLE scenarios ADD COLUMN description TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE cells ADD COLUMN write_cache TEXT NOT NULL DEFAULT 'leave'",
+        "ALTER TABLE cells ADD COLUMN filesystem_json TEXT NOT NULL DEFAULT '{}'",
+        _cells_write_cache,
+    ),
 }
 
 
@@ -145,6 +175,7 @@ class ScenarioInfo:
     created_at: float
     baseline_drive: str | None
     spec: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,6 +197,15 @@ class Fact:
     value: Any
     host: str | None = None
     run_id: int | None = None
+
+
+def _filesystem_options(cell: CellSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if cell.mkfs_options:
+        out["mkfs_options"] = list(cell.mkfs_options)
+    if cell.mount_options is not None:
+        out["mount_options"] = cell.mount_options
+    return out
 
 
 def _dumps(value: Any) -> str:
@@ -246,8 +286,11 @@ class Store:
                 raise DrivelabError(f"{self.path}: empty results store: run a scenario first")
         for version in range(current + 1, SCHEMA_VERSION + 1):
             with self.transaction() as cur:
-                for statement in MIGRATIONS[version]:
-                    cur.execute(statement)
+                for step in MIGRATIONS[version]:
+                    if callable(step):
+                        step(cur)
+                    else:
+                        cur.execute(step)
                 cur.execute("DELETE FROM schema_version")
                 cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
@@ -269,29 +312,32 @@ class Store:
     # ------------------------------------------------------------------ writes
 
     def add_scenario(
-        self, name: str, spec: Mapping[str, Any] | None = None, baseline_drive: str | None = None
+        self,
+        name: str,
+        spec: Mapping[str, Any] | None = None,
+        baseline_drive: str | None = None,
+        description: str | None = None,
     ) -> int:
         """The scenario's id, creating it if new. The spec (the validated scenario
-        file) and the baseline drive are updated when given."""
+        file), the baseline drive and the description are updated when given."""
         with self.transaction() as cur:
             row = cur.execute("SELECT id FROM scenarios WHERE name = ?", (name,)).fetchone()
-            if row:
-                if spec is not None:
-                    cur.execute(
-                        "UPDATE scenarios SET spec_json = ? WHERE id = ?", (_dumps(spec), row[0])
-                    )
-                if baseline_drive is not None:
-                    cur.execute(
-                        "UPDATE scenarios SET baseline_drive = ? WHERE id = ?",
-                        (baseline_drive, row[0]),
-                    )
-                return int(row[0])
-            cur.execute(
-                "INSERT INTO scenarios (name, created_at, baseline_drive, spec_json)"
-                " VALUES (?,?,?,?)",
-                (name, self.clock(), baseline_drive, _dumps(spec or {})),
-            )
-            return int(cur.lastrowid)
+            if row is None:
+                cur.execute(
+                    "INSERT INTO scenarios (name, created_at, baseline_drive, spec_json,"
+                    " description) VALUES (?,?,?,?,?)",
+                    (name, self.clock(), baseline_drive, _dumps(spec or {}), description or ""),
+                )
+                return int(cur.lastrowid)
+            updates = {
+                "spec_json": _dumps(spec) if spec is not None else None,
+                "baseline_drive": baseline_drive,
+                "description": description,
+            }
+            for column, value in updates.items():
+                if value is not None:
+                    cur.execute(f"UPDATE scenarios SET {column} = ? WHERE id = ?", (value, row[0]))  # noqa: S608  (a fixed column name)
+            return int(row[0])
 
     def add_cell(self, scenario_id: int, cell: CellSpec) -> int:
         """The cell's id within the scenario, creating it if new (keyed by :attr:`CellSpec.key`)."""
@@ -303,7 +349,8 @@ class Store:
                 return int(row[0])
             cur.execute(
                 "INSERT INTO cells (scenario_id, key, drive, workload, filesystem, placement,"
-                " scale, clients, params_json) VALUES (?,?,?,?,?,?,?,?,?)",
+                " scale, clients, params_json, write_cache, filesystem_json)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     scenario_id,
                     cell.key,
@@ -314,9 +361,21 @@ class Store:
                     cell.scale,
                     cell.clients,
                     _dumps(dict(cell.params)),
+                    cell.write_cache,
+                    _dumps(_filesystem_options(cell)),
                 ),
             )
             return int(cur.lastrowid)
+
+    def repetitions(self, scenario: str, cell: CellSpec) -> dict[int, RunStatus]:
+        """{repetition: status} of the stored runs of one cell of a scenario: what a
+        resumed run skips."""
+        rows = self.conn.execute(
+            "SELECT r.repetition, r.status FROM runs r JOIN cells c ON c.id = r.cell_id"
+            " JOIN scenarios s ON s.id = c.scenario_id WHERE s.name = ? AND c.key = ?",
+            (scenario, cell.key),
+        ).fetchall()
+        return {int(rep): RunStatus(status) for rep, status in rows}
 
     def has_run(self, cell_id: int, repetition: int, complete_only: bool = False) -> bool:
         """Whether this repetition is stored (and, with ``complete_only``, complete):
@@ -509,9 +568,10 @@ class Store:
 
     def scenarios(self) -> list[ScenarioInfo]:
         rows = self.conn.execute(
-            "SELECT id, name, created_at, baseline_drive, spec_json FROM scenarios ORDER BY id"
+            "SELECT id, name, created_at, baseline_drive, spec_json, description"
+            " FROM scenarios ORDER BY id"
         ).fetchall()
-        return [ScenarioInfo(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in rows]
+        return [ScenarioInfo(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows]
 
     def scenario(self, name: str) -> ScenarioInfo:
         for s in self.scenarios():
@@ -522,13 +582,20 @@ class Store:
 
     def cells(self, scenario_id: int) -> list[tuple[int, CellSpec]]:
         rows = self.conn.execute(
-            "SELECT id, drive, workload, filesystem, placement, scale, clients, params_json"
-            " FROM cells WHERE scenario_id = ? ORDER BY id",
+            "SELECT id, drive, workload, filesystem, placement, scale, clients, params_json,"
+            " write_cache, filesystem_json FROM cells WHERE scenario_id = ? ORDER BY id",
             (scenario_id,),
         ).fetchall()
-        return [
-            (r[0], CellSpec(r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]))) for r in rows
-        ]
+        out = []
+        for r in rows:
+            fs = json.loads(r[9])
+            spec = CellSpec(
+                r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]), write_cache=r[8],
+                mkfs_options=tuple(fs.get("mkfs_options") or ()),
+                mount_options=fs.get("mount_options"),
+            )  # fmt: skip
+            out.append((r[0], spec))
+        return out
 
     def runs(self, cell_id: int) -> list[StoredRun]:
         rows = self.conn.execute(

@@ -47,7 +47,7 @@ from collector.live.follow import (
     follow_command,
     remote_run_dir,
 )
-from collector.live.session import LiveSession
+from collector.live.session import LiveSession, following
 from collector.live.state import ClientRow, LiveState, RunLabels, Status
 from collector.live.table import QUIET_AFTER_S, render_table, status_text
 from collector.live.trust import KnownHostsPolicy, host_matches
@@ -70,6 +70,7 @@ __all__ = [
     "RunLabels",
     "Status",
     "follow_command",
+    "following",
     "host_matches",
     "remote_run_dir",
     "render_table",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["LiveSession"]
+__all__ = ["LiveSession", "following"]
 
 
 class _FollowerLike(Protocol):
@@ -164,3 +164,14 @@ class LiveSession:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def following(
+    targets: Sequence[ClientTarget], labels: RunLabels, planned_s: float | None, **kwargs
+) -> Iterator[LiveSession]:
+    """A :class:`LiveSession` around the body (the run's playbook), which then waits up
+    to 5 s for the followers to read the clients' last lines before it stops them."""
+    with LiveSession(targets, labels, planned_s, **kwargs) as session:
+        yield session
+        session.wait(timeout=5)

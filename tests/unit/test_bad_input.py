@@ -42,7 +42,7 @@ from hypothesis import (
 )
 from hypothesis import strategies as st
 
-from collector import cli, labcmd, runcmd
+from collector import cli, labcmd, scenariorun
 from collector import scenario as sc
 from collector.errors import DrivelabError
 from collector.paths import REPO
@@ -814,8 +814,8 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(subprocess, "Popen", ran)
     monkeypatch.setattr(labcmd, "cmd_up", ran)
     monkeypatch.setattr(labcmd, "run_playbook", ran)
-    monkeypatch.setattr(runcmd, "preflight", ran)
-    monkeypatch.setattr(runcmd.runner, "provision", ran)
+    monkeypatch.setattr(scenariorun, "preflight", ran)
+    monkeypatch.setattr(scenariorun.runner, "provision", ran)
     (tmp_path / "files").mkdir()
     (tmp_path / "files" / "garbage").write_bytes(b"\x00\xffnot yaml or sqlite\n" * 10)
     (tmp_path / "files" / "empty").write_bytes(b"")

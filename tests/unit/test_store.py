@@ -37,10 +37,10 @@ def _run(rep: int, *clients: ClientResult, status=RunStatus.COMPLETE) -> RunReco
 
 def test_new_store_has_the_current_schema(tmp_path):
     with Store.open(tmp_path / "r" / "drivelab.db") as s:
-        assert s.version() == SCHEMA_VERSION == 1
+        assert s.version() == SCHEMA_VERSION == 2
         assert s.scenarios() == []
     with Store.open(tmp_path / "r" / "drivelab.db") as s:  # reopening migrates nothing
-        assert s.version() == 1
+        assert s.version() == SCHEMA_VERSION
     assert _count(tmp_path / "r" / "drivelab.db", "schema_version") == 1
 
 
@@ -82,12 +82,14 @@ def test_migration_brings_an_old_store_up_to_date(tmp_path, monkeypatch):
     path = tmp_path / "d.db"
     with Store.open(path) as s:
         sid = s.add_scenario("old")
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     monkeypatch.setitem(
-        store_mod.MIGRATIONS, 2, ("ALTER TABLE scenarios ADD COLUMN operator TEXT",)
+        store_mod.MIGRATIONS,
+        SCHEMA_VERSION + 1,
+        ("ALTER TABLE scenarios ADD COLUMN operator TEXT",),
     )
     with Store.open(path) as s:
-        assert s.version() == 2
+        assert s.version() == SCHEMA_VERSION + 1
         assert s.scenario("old").id == sid
         assert s.conn.execute("SELECT operator FROM scenarios").fetchone() == (None,)
 

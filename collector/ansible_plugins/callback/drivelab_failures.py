@@ -12,7 +12,9 @@ DOCUMENTATION = """
 name: drivelab_failures
 type: notification
 short_description: failures as JSON lines for the drivelab CLI
-description: writes {host, task, msg} for each failed or unreachable task to $DRIVELAB_FAILURES
+description: >-
+  writes {host, task, msg[, refusal]} for each failed or unreachable task to
+  $DRIVELAB_FAILURES
 """
 
 
@@ -41,6 +43,9 @@ class CallbackModule(CallbackBase):
             "task": result._task.get_name(),
             "msg": " ".join(str(msg).split()),
         }
+        # a drive module's refusal code: what the controller decides on, never the text
+        if isinstance(res.get("refusal"), str):
+            line["refusal"] = res["refusal"]
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(line) + "\n")
 

@@ -19,6 +19,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.drivelab_argv import (
+    HOLDS_POSTGRESQL_DATA,
+    REFUSED,
     Commands,
     Refusal,
     md_path,
@@ -135,10 +137,10 @@ def main():
     try:
         run(module)
     except Refusal as err:
-        module.fail_json(msg=f"refused: {err}")
+        module.fail_json(msg=f"refused: {err}", refusal=err.code)
     except (OSError, ValueError, KeyError) as err:  # a probe that errors is a refusal
         name = module.params["name"]
-        module.fail_json(msg=f"refused: {name}: {err.__class__.__name__}: {err}")
+        module.fail_json(msg=f"refused: {name}: {err.__class__.__name__}: {err}", refusal=REFUSED)
 
 
 def run(module):
@@ -208,7 +210,10 @@ def run(module):
         if module.check_mode:
             module.exit_json(changed=True)
         if holds:
-            raise Refusal(f"{name}: holds PostgreSQL data ({', '.join(holds)}): drop it first")
+            raise Refusal(
+                f"{name}: holds PostgreSQL data ({', '.join(holds)}): drop it first",
+                code=HOLDS_POSTGRESQL_DATA,
+            )
         unmount(cmds, name, point)
         if rec.get("md_uuid") and os.path.exists(md_path(name)):
             cmds.extra.add(md_path(name))
@@ -237,7 +242,8 @@ def run(module):
             if holds:
                 raise Refusal(
                     f"{name}: holds PostgreSQL data ({', '.join(holds)}): drop it before"
-                    f" mounting it with {opts}"
+                    f" mounting it with {opts}",
+                    code=HOLDS_POSTGRESQL_DATA,
                 )
             unmount(cmds, name, point)
         mount_point_ready(point)
@@ -247,7 +253,8 @@ def run(module):
                          label=rec["label"], mount_point=point)  # fmt: skip
     if holds:
         raise Refusal(
-            f"{name}: holds PostgreSQL data ({', '.join(holds)}): drop it before reformatting"
+            f"{name}: holds PostgreSQL data ({', '.join(holds)}): drop it before reformatting",
+            code=HOLDS_POSTGRESQL_DATA,
         )
     if module.check_mode:
         module.exit_json(

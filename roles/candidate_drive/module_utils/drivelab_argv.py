@@ -16,13 +16,20 @@ import re
 import shutil
 
 
+#: refusal codes a caller may act on (a module's failed result carries one as ``refusal``)
+REFUSED = "refused"  # any other refusal: nothing to do but read the message
+HOLDS_POSTGRESQL_DATA = "holds_postgresql_data"  # release drivelab's databases, then retry
+
+
 class Refusal(Exception):
     """drivelab will not do it. str() is one line naming the culprit and the reason;
-    ``index`` is the position of the culprit in a list of arguments, when it is one."""
+    ``index`` is the position of the culprit in a list of arguments, when it is one;
+    ``code`` says what kind of refusal it is, for a caller to decide on (never the text)."""
 
-    def __init__(self, msg, index=None):
+    def __init__(self, msg, index=None, code=REFUSED):
         super().__init__(msg)
         self.index = index
+        self.code = code
 
 
 # --- value types -------------------------------------------------------------------------

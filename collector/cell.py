@@ -1,0 +1,131 @@
+"""What a cell of a scenario is to run: the pgbench options of each client host, and the
+cell itself (scenario, drive, filesystem, placement, dataset, hosts, write cache, load).
+
+Plain data, no hosts touched: the scenario layer makes these from a scenario file, the
+runner hands them to the playbooks, and :attr:`Cell.spec` gives the cell's identity
+(:class:`~collector.records.CellSpec`), the one place where a cell's names are made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collector.errors import DrivelabError
+from collector.paths import results_dir
+from collector.records import CellSpec
+
+#: pgbench workloads (-b tpcb-like, select-only, simple-update; -f for custom)
+MODES = ("tpcb", "select-only", "simple-update", "custom")
+#: what each client keeps of its transactions: -l, -l --sampling-rate, --aggregate-interval
+LOGS = ("full", "sampled", "aggregate", "none")
+
+
+@dataclass(frozen=True)
+class PgbenchOptions:
+    """What each client host runs: ``pgbench -c clients_per_host -j threads -T duration``."""
+
+    clients_per_host: int = 4
+    threads: int = 2
+    duration: int = 15
+    transactions: int = 0
+    mode: str = "tpcb"
+    script: str | None = None
+    rate: int = 0
+    log: str = "full"
+    sampling_rate: float | None = None
+    aggregate_interval: int | None = None
+    progress: int = 1
+
+    def extra_vars(self) -> dict[str, Any]:
+        """The pgbench_run role's variables."""
+        if self.mode not in MODES:
+            raise DrivelabError(f"pgbench mode {self.mode!r}: one of {', '.join(MODES)}")
+        if self.log not in LOGS:
+            raise DrivelabError(f"pgbench log {self.log!r}: one of {', '.join(LOGS)}")
+        out: dict[str, Any] = {
+            "pgbench_run_clients": self.clients_per_host,
+            "pgbench_run_threads": self.threads,
+            "pgbench_run_duration": self.duration,
+            "pgbench_run_transactions": self.transactions,
+            "pgbench_run_mode": self.mode,
+            "pgbench_run_rate": self.rate,
+            "pgbench_run_log": self.log,
+            "pgbench_run_progress": self.progress,
+        }
+        if self.script:
+            out["pgbench_run_script"] = str(Path(self.script).resolve())
+        if self.log == "sampled":
+            out["pgbench_run_sampling_rate"] = self.sampling_rate or 0.01
+        if self.log == "aggregate":
+            out["pgbench_run_aggregate_interval"] = self.aggregate_interval or 1
+        return out
+
+    def for_run_json(self) -> dict[str, Any]:
+        """The options as ``run.json``'s ``pgbench`` (defaults of the log modes filled in)."""
+        doc = asdict(self)
+        if self.log == "sampled":
+            doc["sampling_rate"] = self.sampling_rate or 0.01
+        if self.log == "aggregate":
+            doc["aggregate_interval"] = self.aggregate_interval or 1
+        return doc
+
+    def params(self) -> dict[str, Any]:
+        """The options that shape the load, as a cell's identity carries them."""
+        return {
+            "clients_per_host": self.clients_per_host,
+            "threads": self.threads,
+            "duration": self.duration,
+            "transactions": self.transactions,
+            "rate": self.rate,
+        }
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a scenario: a filesystem on a drive, a placement, a dataset, a load.
+
+    ``hosts`` are the client hosts taking part. Empty means every host of group clients
+    (a direct call; a scenario always names them): the folder is then named ``hall``
+    and ``run.json`` records the hosts that ran."""
+
+    scenario: str
+    drive: str  # the drivelab filesystem name (mount point /srv/drivelab/<drive>)
+    filesystem: str  # ext4, xfs, btrfs
+    placement: str = "tablespace"  # or cluster
+    scale: int = 10
+    hosts: tuple[str, ...] = ()
+    pgbench: PgbenchOptions = field(default_factory=PgbenchOptions)
+    init_options: tuple[str, ...] = ()
+    write_cache: str = "leave"  # leave, on, off
+    mkfs_options: tuple[str, ...] = ()
+    mount_options: str | None = None
+
+    @property
+    def spec(self) -> CellSpec:
+        """The cell's identity: its names (folder, store key, report label) come from it."""
+        return CellSpec(
+            drive=self.drive,
+            workload=self.pgbench.mode,
+            filesystem=self.filesystem,
+            placement=self.placement,
+            scale=self.scale,
+            clients=len(self.hosts),
+            params=self.pgbench.params(),
+            write_cache=self.write_cache,
+            mkfs_options=tuple(self.mkfs_options),
+            mount_options=self.mount_options,
+        )
+
+    @property
+    def cell_id(self) -> str:
+        """The run folder's name (:attr:`CellSpec.cell_id`)."""
+        return self.spec.cell_id
+
+    @property
+    def cluster(self) -> str:
+        return f"drivelab_{self.drive}" if self.placement == "cluster" else "drivelab"
+
+    def cell_dir(self, root: Path | None = None) -> Path:
+        return (root or results_dir()) / "runs" / self.scenario / self.cell_id

@@ -1,0 +1,465 @@
+"""The runner of a scenario, stage by stage:
+
+    preflight   every host answers over SSH before any drive is touched
+    provision   playbooks/provision.yml, skipped when every host is current
+    telemetry   node_exporter and Prometheus (unless asked not to)
+    per cell    drive (gate, mkfs, mount; only when the filesystem request changes),
+                pre-tests (once per drive and filesystem), database (place, initialise),
+                repetitions: each one run, gathered and stored as it ends, with resume
+                (what the store holds complete is skipped) and adaptive stopping
+
+Validation and the plan come before it (:mod:`collector.scenario`), the report after it
+(:mod:`collector.report`); ``drivelab run`` (:mod:`collector.runcmd`) only parses its
+arguments and prints. A partial or failed run is stored as such and, unless
+``fail_fast``, the scenario goes on; a cell whose drive or database stage fails is not
+run, the others are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from collector import pretest, runner
+from collector.errors import DrivelabError
+from collector.gather import GatheredRun, gather_run, record
+from collector.paths import REPO
+from collector.playbook import HOLDS_POSTGRESQL_DATA, PlaybookFailed, ansible_bin
+from collector.report import PRETEST_PREFIXES
+from collector.runfolder import DB_DIR, PG_STAT
+from collector.scenario import PlannedCell, Scenario, estimate_seconds
+from collector.stats import summarize
+from collector.store import Store
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How ``drivelab run`` was asked to run (its command line, parsed)."""
+
+    inventory: Path
+    db: Path
+    verbose: bool = False
+    fail_fast: bool = False
+    live: bool = True
+    telemetry: bool = True
+    metrics_addr: str = "127.0.0.1"
+    metrics_port: int = 9479
+    reprovision: bool = False
+
+
+@dataclass
+class Progress:
+    """Counts for the progress line and the closing summary."""
+
+    total: int = 0
+    estimate: float = 0.0
+    done: int = 0
+    problems: int = 0
+    #: "<cell>: not run: <why>" of every cell whose drive or database stage failed
+    not_run: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.started
+        eta = max(0.0, self.estimate - elapsed)
+        minutes = f"{elapsed / 60:.1f} min elapsed, ~{eta / 60:.1f} min left"
+        return f"[run {self.done}/{self.total}, {minutes}]"
+
+
+def preflight(inventory: Path, console: Console) -> None:
+    """Every host answers over SSH before any drive is touched; else one line naming it."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    argv = [ansible_bin("ansible"), "all", "-i", str(inventory), "-m", "ansible.builtin.ping",
+            "-o", "-T", "10"]  # fmt: skip
+    proc = subprocess.run(
+        argv,
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    bad = [line for line in proc.stdout.splitlines() if "UNREACHABLE" in line or "FAILED" in line]
+    if proc.returncode != 0:
+        first = bad[0] if bad else (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        host = first.split("|")[0].strip()
+        raise DrivelabError(
+            f"preflight: host {host} does not answer over SSH: nothing was touched ({first[:200]})"
+        )
+    console.print(f"preflight: {proc.stdout.count('SUCCESS')} hosts answer over SSH")
+
+
+class ScenarioRun:
+    """One run of a validated, expanded scenario against one inventory."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        cells: list[PlannedCell],
+        inventory: dict[str, Any],
+        options: RunOptions,
+        console: Console,
+    ) -> None:
+        self.scenario = scenario
+        self.cells = cells
+        self.inventory = inventory
+        self.opts = options
+        self.console = console
+        self.db_host = next(iter(inventory["all"]["children"]["db"]["hosts"]))
+        self.clients = sorted(
+            inventory["all"]["children"]["clients"]["hosts"], key=lambda h: (len(h), h)
+        )
+        self.progress = Progress(
+            total=sum(c.repetitions if c.adaptive is None else c.adaptive.max for c in cells),
+            estimate=sum(estimate_seconds(c) for c in cells),
+        )
+        self.info = {"description": scenario.description, "baseline": scenario.baseline}
+        self.prom_url: str | None = None
+        self._last_request: tuple | None = None
+        self._last_facts_dir: Path | None = None
+
+    # ------------------------------------------------------------------ the stages
+
+    def run(self) -> Progress:
+        """Every stage; returns the counts. Raises DrivelabError when no cell could run."""
+        opts = self.opts
+        with Store.open(opts.db) as store:  # the scenario, as asked, before any run of it
+            store.add_scenario(
+                self.scenario.name, spec=self.scenario.model_dump(mode="json"),
+                baseline_drive=self.scenario.baseline, description=self.scenario.description,
+            )  # fmt: skip
+        preflight(opts.inventory, self.console)
+        self.provision()
+        if opts.telemetry:
+            live_target = f"{opts.metrics_addr}:{opts.metrics_port}" if opts.live else ""
+            runner.telemetry(live_target=live_target, inventory=opts.inventory,
+                             stream=opts.verbose)  # fmt: skip
+            self.prom_url = prometheus_url(self.inventory)
+            self.console.print(f"telemetry: Prometheus at {self.prom_url}")
+        self.console.print(f"provisioned in {time.monotonic() - self.progress.started:.0f} s")
+        for planned in self.cells:
+            self.run_cell(planned)
+        p = self.progress
+        if p.not_run and len(p.not_run) == len(self.cells):
+            # nothing ran at all (a refused drive, say): the reason is the last word
+            more = f" (and {len(self.cells) - 1} more cells)" if len(self.cells) > 1 else ""
+            raise DrivelabError(f"scenario {self.scenario.name}: {p.not_run[0]}{more}")
+        return p
+
+    def provision(self) -> None:
+        opts = self.opts
+        if opts.reprovision:
+            runner.provision(inventory=opts.inventory, stream=opts.verbose)
+            return
+        _, unchanged = runner.provision_unless_unchanged(
+            inventory=opts.inventory, stream=opts.verbose
+        )
+        if unchanged:
+            # one line under 80 columns: rich wraps at 80 when not on a terminal
+            self.console.print(
+                "provisioning skipped: every host is current (--reprovision forces it)"
+            )
+
+    def run_cell(self, planned: PlannedCell) -> None:
+        cell = planned.cell
+        head = f"[{planned.index}/{planned.total}] {cell.cell_id}"
+        with Store.open(self.opts.db) as store:
+            have = store.repetitions(cell.scenario, cell.spec)
+        want = planned.repetitions if planned.adaptive is None else planned.adaptive.max
+        if all(have.get(r) == "complete" for r in range(want)):
+            self.console.print(f"{head}: all {want} repetitions stored, skipped")
+            self.progress.done += want
+            return
+        try:
+            self.prepare(planned)
+        except DrivelabError as err:
+            # a refused drive, an md set where md is absent, a failed init: this cell is
+            # not run, the others are (unless --fail-fast)
+            self.progress.problems += 1
+            self.progress.not_run.append(f"{cell.cell_id}: not run: {err}")
+            self.console.print(f"{head}: not run: {err}")
+            if self.opts.fail_fast:
+                raise
+            return
+        skip = write_cache_skip(cell.cell_dir() / DB_DIR)
+        if planned.write_cache in ("on", "off") and skip:
+            self.console.print(f"{head}: skipped: {skip}")
+            return
+        tps = list(stored_tps(cell).values())
+        for rep in range(want):
+            if have.get(rep) == "complete":
+                self.progress.done += 1
+                continue
+            if planned.adaptive and rep >= planned.adaptive.min and enough(tps, planned.adaptive):
+                self.console.print(
+                    f"{head}: 95% CI ±{ci_pct(tps):.1f}% of the mean after {rep} runs: enough"
+                )
+                break
+            self.run_one(planned, rep, head, tps)
+        if planned.adaptive and ci_pct(tps) is not None:
+            self.console.print(
+                f"{head}: {len(tps)} complete runs, 95% CI ±{ci_pct(tps):.1f}% of the mean"
+            )
+
+    def prepare(self, planned: PlannedCell) -> None:
+        """The cell's drive (when its request changed), pre-tests and databases."""
+        cell = planned.cell
+        facts_dir = cell.cell_dir() / DB_DIR
+        opts = self.opts
+        # the drives stage again when the filesystem request or the write cache changes
+        # (the same request leaves the filesystem as it is: no reformatting)
+        request = (planned.drive_request, planned.write_cache)
+        if request != self._last_request:
+            self._last_request = None
+            drives = {"facts_dir": facts_dir, "write_cache": planned.write_cache,
+                      "inventory": opts.inventory, "stream": opts.verbose}  # fmt: skip
+            try:
+                runner.prepare_drives(planned.drive_request, **drives)
+            except PlaybookFailed as err:
+                if HOLDS_POSTGRESQL_DATA not in err.refusals:
+                    raise
+                # drivelab's own databases from an earlier cell are on the drive: release
+                # them (and only them), then the gate lets it be reformatted
+                names = [r["name"] for r in planned.drive_request]
+                self.console.print(f"releasing drivelab's PostgreSQL data on {', '.join(names)}")
+                runner.release(names, inventory=opts.inventory, stream=opts.verbose)
+                runner.prepare_drives(planned.drive_request, **drives)
+            self._last_request = request
+            self._last_facts_dir = facts_dir
+        elif self._last_facts_dir is not None and self._last_facts_dir != facts_dir:
+            # same drives as the previous cell: its device facts hold for this one too
+            facts_dir.mkdir(parents=True, exist_ok=True)
+            for f in self._last_facts_dir.glob("*.json"):
+                if f.name != "database.json":
+                    shutil.copy2(f, facts_dir / f.name)
+        if planned.pretests:
+            self.pretests(planned)
+        runner.prepare_database(cell, inventory=opts.inventory, stream=opts.verbose,
+                                provisioned=True)  # fmt: skip
+
+    def pretests(self, planned: PlannedCell) -> None:
+        """The drive's raw pre-tests, once per cell that carries them (just formatted):
+        skipped when the store has them from an earlier attempt, stored in one go."""
+        cell = planned.cell
+        with Store.open(self.opts.db) as store:
+            sid = store.add_scenario(cell.scenario)
+            if any(
+                s.labels.get("cell") == cell.cell_id
+                for p in PRETEST_PREFIXES
+                for s in store.samples(sid, metric_prefix=p)
+            ):
+                self.console.print(f"{cell.cell_id}: pre-tests stored earlier, skipped")
+                return
+        out = cell.cell_dir() / "pretests"
+        if out.exists():
+            shutil.rmtree(out)  # a cut-off attempt's outputs: run again from scratch
+        started = time.monotonic()
+        kinds = " and ".join(k for k in ("fio", "pg_test_fsync") if planned.pretests[k])
+        self.console.print(f"{cell.cell_id}: raw pre-tests ({kinds})")
+        runner.run_pretests(planned.drive_request, planned.pretests, out,
+                            inventory=self.opts.inventory, stream=self.opts.verbose)  # fmt: skip
+        samples = pretest.collect(out, {"cell": cell.cell_id, "filesystem": cell.filesystem})
+        with Store.open(self.opts.db) as store:
+            store.add_samples(samples, scenario_id=store.add_scenario(cell.scenario))
+        self.console.print(
+            f"{cell.cell_id}: pre-tests done in {time.monotonic() - started:.0f} s,"
+            f" {len(samples)} figures stored"
+        )
+
+    def run_one(self, planned: PlannedCell, rep: int, head: str, tps: list[float]) -> None:
+        """One repetition: run, gather, store, telemetry; its line on the console."""
+        cell = planned.cell
+        live = None if not self.opts.live else partial(self.live_view, planned, rep)
+        run_dir = runner.run_pgbench(
+            cell, rep, client_hosts=self.clients, db_host=self.db_host,
+            inventory=self.opts.inventory, stream=self.opts.verbose, live=live,
+            scenario_info=self.info,
+        )  # fmt: skip
+        gathered = gather_run(run_dir)
+        with Store.open(self.opts.db) as store:
+            run_id = record(store, gathered)
+        if self.prom_url:
+            self.run_telemetry(gathered, run_id)
+        st = gathered.stats()
+        self.progress.done += 1
+        figure = f"{st.tps:,.1f} tps" if st.tps else "no tps"
+        reason = f" ({st.reason})" if st.reason else ""
+        self.console.print(
+            f"{head} rep {rep}: {st.status.value}, {figure}{reason}  {self.progress.line()}"
+        )
+        if st.status.value == "complete" and st.tps:
+            tps.append(st.tps)
+            return
+        self.progress.problems += 1
+        if self.opts.fail_fast:
+            raise DrivelabError(
+                f"{cell.cell_id} rep {rep}: {st.status.value} ({st.reason}); --fail-fast"
+            )
+
+    # ------------------------------------------------------------------ around a run
+
+    def live_view(self, planned: PlannedCell, rep: int, run_dir: Path, hosts: list[str]):
+        """Follows the clients' progress lines over SSH while the playbook runs: a live
+        table on a terminal, metrics for Prometheus and `drivelab watch`. Best effort:
+        a client it cannot reach is marked, the results come from the fetched files."""
+        from collector import live  # noqa: PLC0415
+
+        cell = planned.cell
+        targets = []
+        for h in hosts:
+            ssh = ssh_settings(self.inventory, h)
+            if ssh is None:
+                self.console.print(f"live view: no SSH key or known_hosts for {h}: not followed")
+                continue
+            stderr = live.remote_run_dir(run_dir, h) / "stderr.txt"
+            targets.append(live.ClientTarget(h, ssh["host"], str(stderr), ssh["key"],
+                                             ssh["known_hosts"], port=ssh["port"],
+                                             user=ssh["user"]))  # fmt: skip
+        labels = live.RunLabels(cell.scenario, cell.cell_id, str(rep), cell.drive)
+        duration = float(cell.pgbench.duration) if cell.pgbench.duration else None
+        return live.following(
+            targets, labels, duration, metrics_addr=self.opts.metrics_addr,
+            metrics_port=self.opts.metrics_port, console=self.console,
+            display=False if self.opts.verbose else None,
+        )  # fmt: skip
+
+    def run_telemetry(self, gathered: GatheredRun, run_id: int) -> None:
+        """After a run: its per-second device and CPU figures from Prometheus, stored
+        with it, and the verdicts drawn from them (cache defeated or not, client-bound).
+        A problem here is one line: the run itself stands."""
+        from collector import cachedefeat, telemetry  # noqa: PLC0415
+
+        run, cell = gathered.run, gathered.cell
+        hosts = list(run.facts.get("client_hosts") or [])
+        starts = [c.start for c in run.clients if c.start is not None]
+        ends = [c.end for c in run.clients if c.end is not None]
+        start = min(starts) if starts else run.started_at
+        end = max(ends) if ends else run.ended_at
+        try:
+            if start is None or end is None:
+                raise DrivelabError("the run has no start or end time")
+            dev = next(
+                (f.facts[cell.drive] for f in gathered.facts
+                 if f.scope == "device" and cell.drive in f.facts),
+                None,
+            )  # fmt: skip
+            if dev is None:
+                raise DrivelabError(f"no device facts for {cell.drive}")
+            devices = telemetry.devices_from_facts(dev)
+            samples = telemetry.run_telemetry(
+                self.prom_url or "", start - 1, end + 1, db_instance=self.db_host,
+                client_instances={h: h for h in hosts}, devices=devices, db_host=self.db_host,
+                instance_label="drivelab_host",
+            )  # fmt: skip
+            verdicts: dict[str, Any] = {
+                "telemetry_devices": devices,
+                "telemetry_missing": telemetry.missing(
+                    samples, db_host=self.db_host, clients=hosts, devices=devices
+                ),
+                "client_bound": telemetry.client_bound(samples),
+            }
+            pg_stat = read_pg_stat(gathered.run_dir)
+            cache = cachedefeat.from_run(pg_stat, run.facts, samples, devices)
+            if cache is not None:
+                verdicts["cache"] = cache
+            with Store.open(self.opts.db) as store:
+                store.add_samples(samples, run_id=run_id)
+                sid = store.add_scenario(gathered.scenario)
+                store.add_facts(sid, verdicts, scope="run", run_id=run_id)
+        except DrivelabError as err:
+            self.console.print(f"telemetry of {cell.drive} rep {run.repetition}: {err}")
+            return
+        if verdicts["client_bound"]:
+            self.console.print(
+                f"  {telemetry.CLIENT_BOUND_NOTE} ({', '.join(verdicts['client_bound'])})"
+            )
+        if cache is not None:
+            self.console.print(f"  {cache['verdict']}: {cache['reason']}", highlight=False)
+
+
+def read_pg_stat(run_dir: Path) -> dict[str, Any] | None:
+    """The client databases' counters before and after the run (pg_stat-*.json)."""
+    out = {}
+    for when in ("before", "after"):
+        path = run_dir / PG_STAT.format(when)
+        if not path.exists():
+            return None
+        out[when] = json.loads(path.read_text(encoding="utf-8"))["databases"]
+    return out
+
+
+def prometheus_url(inventory: dict) -> str:
+    """The Prometheus the telemetry playbook set up or checked: the inventory's
+    ``prometheus_server_url``, else drivelab's own at ``prometheus_server_listen``."""
+    hv = inventory["all"].get("vars") or {}
+    url = hv.get("prometheus_server_url")
+    if url:
+        return str(url).rstrip("/")
+    return "http://" + str(hv.get("prometheus_server_listen", "127.0.0.1:9490"))
+
+
+def ssh_settings(inventory: dict, host: str) -> dict[str, Any] | None:
+    """How Ansible reaches ``host`` (from the inventory file's vars): address, port,
+    user, key file, and the known_hosts file its ssh args name. None: no key or no
+    known_hosts file named (the live view needs both; host keys are never trusted
+    blindly)."""
+    groups = inventory["all"].get("children", {})
+    hv: dict[str, Any] = dict(inventory["all"].get("vars") or {})
+    for g in groups.values():
+        if host in (g.get("hosts") or {}):
+            hv.update(g.get("vars") or {})
+            hv.update((g.get("hosts") or {})[host] or {})
+    args = str(hv.get("ansible_ssh_common_args", "")) + " " + str(hv.get("ansible_ssh_args", ""))
+    known = re.search(r"UserKnownHostsFile=(\S+)", args)
+    key = hv.get("ansible_ssh_private_key_file")
+    if not key or not known:
+        return None
+    return {
+        "host": str(hv.get("ansible_host", host)),
+        "port": int(hv.get("ansible_port", 22)),
+        "user": str(hv.get("ansible_user", "root")),
+        "key": str(key),
+        "known_hosts": known.group(1),
+    }
+
+
+def enough(tps: list[float], policy) -> bool:
+    pct = ci_pct(tps)
+    return pct is not None and pct <= policy.target_ci_pct
+
+
+def write_cache_skip(facts_dir: Path) -> str | None:
+    for path in sorted(facts_dir.glob("*.json")) if facts_dir.is_dir() else []:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+        for wc in doc.get("write_cache", []) if isinstance(doc, dict) else []:
+            if wc.get("skip_cells"):
+                return wc.get("msg") or "write cache cannot be changed on this drive"
+    return None
+
+
+def stored_tps(cell: runner.Cell) -> dict[int, float]:
+    out = {}
+    for run_dir in sorted(cell.cell_dir().glob("rep-*")):
+        try:
+            st = gather_run(run_dir).stats()
+        except DrivelabError:
+            continue
+        if st.status.value == "complete" and st.tps:
+            out[st.repetition] = st.tps
+    return out
+
+
+def ci_pct(values: list[float]) -> float | None:
+    s = summarize(values)
+    if s is None or s.ci_low is None or not s.mean:
+        return None
+    return (s.mean - s.ci_low) / s.mean * 100

@@ -1,0 +1,132 @@
+"""One cell identity from the scenario to the report: cells that differ only in write
+cache are two cells with their own repetitions; the scenario's description and baseline
+are stored and read back; a store made before the identity carried the write cache is
+brought up to date."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from collector import runner
+from collector import scenario as sc
+from collector import store as store_mod
+from collector.gather import record_run_dir
+from collector.records import RunStatus
+from collector.report import load
+from collector.store import Store
+from tests.unit.test_gather import make_run, two
+
+REPO = Path(__file__).resolve().parents[2]
+INVENTORY = sc.load_inventory(REPO / "tests" / "data" / "inventory")
+SCENARIO = """\
+name: wc-study
+description: seed 003, write cache on and off
+baseline: ssd
+drives: [ssd]
+workload: {scale: 20, clients_per_host: 4, threads: 2, duration: 15}
+hosts: 2
+write_cache: [on, off]
+repetitions: 2
+"""
+
+
+def _scenario(tmp_path: Path) -> sc.Scenario:
+    path = tmp_path / "wc-study.yml"
+    path.write_text(SCENARIO, encoding="utf-8")
+    return sc.load(path)
+
+
+def _cells(tmp_path: Path) -> list[sc.PlannedCell]:
+    return sc.expand(_scenario(tmp_path), INVENTORY)
+
+
+def _store_run(tmp_path: Path, store: Store, planned: sc.PlannedCell, rep: int) -> None:
+    """A run folder with real pgbench outputs, its run.json as the runner writes it."""
+    scen = _scenario(tmp_path)
+    run_dir = make_run(tmp_path / f"{planned.cell_id}-{rep}", two(), rep=rep)
+    info = {"description": scen.description, "baseline": scen.baseline}
+    meta = runner.run_meta(planned.cell, rep, list(planned.cell.hosts), "dbhost", info)
+    assert meta.client_hosts == ("client1", "client2")  # make_run's client folders
+    meta.write(run_dir)
+    record_run_dir(store, run_dir)
+
+
+def test_write_cache_variants_are_two_cells_with_their_own_repetitions(tmp_path):
+    cells = _cells(tmp_path)
+    assert [c.cell_id for c in cells] == [
+        "ssd-ext4-tablespace-s20-h2-tpcb-wcon",
+        "ssd-ext4-tablespace-s20-h2-tpcb-wcoff",
+    ]
+    with Store.open(tmp_path / "d.db") as store:
+        for planned in cells:
+            for rep in (0, 1):
+                _store_run(tmp_path, store, planned, rep)
+        sid = store.scenario("wc-study").id
+        stored = store.cells(sid)
+        assert [spec.write_cache for _, spec in stored] == ["on", "off"]
+        assert [spec.cell_id for _, spec in stored] == [c.cell_id for c in cells]
+        for (cid, spec), planned in zip(stored, cells, strict=True):
+            assert spec == planned.cell.spec  # run.json -> gather -> store: the same identity
+            assert [r.repetition for r in store.runs(cid)] == [0, 1]
+            assert store.repetitions("wc-study", planned.cell.spec) == {
+                0: RunStatus.COMPLETE,
+                1: RunStatus.COMPLETE,
+            }
+        view = load(store, "wc-study")
+    assert sorted(cv.test for cv in view.cells) == [
+        "tpcb ext4 tablespace s20 2cl c4 j2 T15 wc off",
+        "tpcb ext4 tablespace s20 2cl c4 j2 T15 wc on",
+    ]
+    assert all(len(cv.stats.runs) == 2 for cv in view.cells)
+
+
+def test_scenario_description_and_baseline_are_stored_and_read_back(tmp_path):
+    with Store.open(tmp_path / "d.db") as store:
+        _store_run(tmp_path, store, _cells(tmp_path)[0], 0)
+        info = store.scenario("wc-study")
+        assert info.description == "seed 003, write cache on and off"
+        assert info.baseline_drive == "ssd"
+        assert load(store, "wc-study").info.description == info.description
+
+
+def test_a_version_1_store_gets_the_write_cache_of_its_cells(tmp_path):
+    """A version-1 store kept a write-cache cell under the key of its drive and test,
+    without the state; its run folder's name (the cell_id fact) still says it."""
+    path = tmp_path / "v1.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statement in store_mod.MIGRATIONS[1]:
+        conn.execute(statement)
+    conn.execute("INSERT INTO schema_version VALUES (1)")
+    conn.execute("INSERT INTO scenarios (id, name, created_at) VALUES (1, 'old', 0)")
+    for cid, drive, suffix in ((1, "ssd", "-wcoff"), (2, "hdd", "")):
+        conn.execute(
+            "INSERT INTO cells (id, scenario_id, key, drive, workload, filesystem, placement,"
+            " scale, clients, params_json) VALUES (?, 1, ?, ?, 'tpcb', 'ext4', 'tablespace',"
+            " 20, 2, ?)",
+            (cid, f"{drive} tpcb ext4 tablespace s20 2cl c4", drive, '{"clients_per_host": 4}'),
+        )
+        conn.execute(
+            "INSERT INTO runs (id, cell_id, repetition, status, recorded_at)"
+            " VALUES (?, ?, 0, 'complete', 0)",
+            (cid, cid),
+        )
+        conn.execute(
+            "INSERT INTO facts (scenario_id, run_id, scope, key, value_json)"
+            " VALUES (1, ?, 'run', 'cell_id', ?)",
+            (cid, json.dumps(f"x-ext4-tablespace-s20-h2-tpcb{suffix}")),
+        )
+    conn.close()
+    with Store.open(path) as store:
+        assert store.version() == store_mod.SCHEMA_VERSION
+        (c1, wc), (c2, plain) = store.cells(1)
+        assert (wc.write_cache, plain.write_cache) == ("off", "leave")
+        assert (wc.key, plain.key) == (
+            "ssd tpcb ext4 tablespace s20 2cl c4 wc off",
+            "hdd tpcb ext4 tablespace s20 2cl c4",
+        )
+        assert [r.repetition for r in store.runs(c1)] == [0]
+        assert [r.repetition for r in store.runs(c2)] == [0]
+        assert store.repetitions("old", wc) == {0: RunStatus.COMPLETE}
+        assert store.scenario("old").description == ""
