@@ -1,0 +1,101 @@
+"""The Ansible inventory as a scenario sees it: the DB host and its candidate drives,
+the client hosts, and the checks of a scenario against them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from collector.errors import DrivelabError
+from collector.scenario.loader import _read_yaml
+from collector.scenario.schema import CLIENT_NAME, HOST_NAME, Scenario
+from collector.scenario.wording import _fail, _show
+
+# --- the inventory ---------------------------------------------------------------------------
+
+
+def load_inventory(path: Path | str) -> dict[str, Any]:
+    """The parsed inventory: ``path`` is its hosts.yml or the folder holding it."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "hosts.yml"
+    doc = _read_yaml(path, str(path))
+    if not isinstance(doc, dict):
+        raise _fail(str(path), "not an inventory (no 'all' mapping)")
+    return doc
+
+
+def _group_hosts(inventory: dict[str, Any], group: str) -> dict[str, Any]:
+    try:
+        hosts = inventory["all"]["children"][group]["hosts"]
+    except (KeyError, TypeError):
+        return {}
+    return hosts if isinstance(hosts, dict) else {}
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdecimal() else p for p in re.split(r"(\d+)", name))
+
+
+def db_host(inventory: dict[str, Any]) -> tuple[str, list[str]]:
+    """The DB host's name and the names of its candidate drives, in inventory order."""
+    hosts = _group_hosts(inventory, "db")
+    if not hosts:
+        raise DrivelabError("inventory: no host in group db")
+    name = sorted(hosts, key=str)[0]
+    host_vars = hosts[name] if isinstance(hosts[name], dict) else {}
+    drives = host_vars.get("candidate_drives") or []
+    drives = drives if isinstance(drives, list) else []
+    return str(name), [str(d.get("name")) for d in drives if isinstance(d, dict)]
+
+
+def client_hosts(inventory: dict[str, Any]) -> list[str]:
+    """The inventory's client hosts, client1..clientN in numeric order."""
+    return sorted(map(str, _group_hosts(inventory, "clients")), key=_natural)
+
+
+def validate_against_inventory(s: Scenario, inventory: dict[str, Any], path: Path | str) -> None:
+    """Drives and RAID members are candidate drives of the DB host, a RAID set is not
+    named like one, no host count exceeds the inventory's clients, and host names are
+    safe in the SQL identifiers, file names and folders they become."""
+    source = str(path)
+    host, have = db_host(inventory)
+    clients = client_hosts(inventory)
+    if not HOST_NAME.fullmatch(host):
+        raise _fail(
+            source,
+            f"inventory: DB host {_show(host)} is not a valid host name ({HOST_NAME.pattern})",
+        )
+    for name in clients:
+        if not CLIENT_NAME.fullmatch(name):
+            raise _fail(
+                source,
+                f"inventory: client host {_show(name)} is not a valid client name"
+                f" ({CLIENT_NAME.pattern}; its database is drivelab_<name>)",
+            )
+    have_text = ", ".join(have) or "none"
+    for i, drive in enumerate(s.drives):
+        if drive not in have:
+            raise _fail(
+                source, f"drives[{i}]: {drive!r} is not a drive of {host} (have: {have_text})"
+            )
+    for i, rset in enumerate(s.raid):
+        if rset.name in have:
+            raise _fail(
+                source,
+                f"raid[{i}].name: {rset.name!r} is a drive of {host};"
+                " a RAID set needs its own name",
+            )
+        for j, member in enumerate(rset.drives):
+            if member not in have:
+                raise _fail(
+                    source,
+                    f"raid[{i}].drives[{j}]: {member!r} is not a drive of {host}"
+                    f" (have: {have_text})",
+                )
+    for i, count in enumerate(s.hosts):
+        if count > len(clients):
+            raise _fail(
+                source, f"hosts[{i}]: {count} client hosts asked, the inventory has {len(clients)}"
+            )

@@ -1,0 +1,142 @@
+"""The matrix: a scenario crossed into ``PlannedCell`` s in run order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from collector.cell import Cell, PgbenchOptions
+from collector.scenario.inventory import client_hosts
+from collector.scenario.schema import (
+    AdaptiveRepetitions,
+    Filesystem,
+    RaidSet,
+    Scenario,
+    Workload,
+)
+
+# --- the matrix ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdaptivePolicy:
+    """Repeat until the 95% CI half-width of tps is within target_ci_pct % of the mean
+    (at least ``min``, at most ``max`` repetitions)."""
+
+    target_ci_pct: float
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    """One cell of the matrix and how to run it."""
+
+    cell: Cell
+    #: candidate_drive_request for playbooks/drives.yml (one filesystem)
+    drive_request: list[dict[str, Any]]
+    #: candidate_drive_write_cache: leave, on or off
+    write_cache: str
+    #: repetitions to run (adaptive: the first ``adaptive.min``)
+    repetitions: int
+    adaptive: AdaptivePolicy | None
+    #: the scenario's :class:`Pretests` as a dict on the first cell of each drive and
+    #: filesystem (just formatted) when it asks for any, {} on the others
+    pretests: dict[str, Any]
+    index: int  # 1-based position in the run order
+    total: int
+
+    @property
+    def cell_id(self) -> str:
+        return self.cell.cell_id
+
+
+def _request(name: str, rset: RaidSet | None, fs: Filesystem) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": name,
+            "drives": list(rset.drives) if rset else [name],
+            "fs": fs.fs,
+            "mkfs_options": list(fs.mkfs_options),
+            "mount_options": fs.mount_options,
+            "raid_level": rset.level if rset else "none",
+            "raid_method": rset.method if rset else "btrfs",
+        }
+    ]
+
+
+def _pgbench(w: Workload) -> PgbenchOptions:
+    return PgbenchOptions(
+        clients_per_host=w.clients_per_host,
+        threads=w.threads,
+        duration=w.duration or 0,
+        transactions=w.transactions or 0,
+        mode=w.mode,
+        script=w.script,
+        rate=w.rate,
+        log=w.log,
+    )
+
+
+def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
+    """The matrix in run order: drive (drives, then RAID sets, as listed), filesystem,
+    placement, scale, hosts, write cache; so each filesystem is made once for all the
+    cells on it, and each database initialised once for the write cache variants."""
+    clients = client_hosts(inventory)
+    pgbench = _pgbench(s.workload)
+    if isinstance(s.repetitions, AdaptiveRepetitions):
+        a = s.repetitions.adaptive
+        adaptive: AdaptivePolicy | None = AdaptivePolicy(a.target_ci_pct, a.min, a.max)
+        reps = a.min
+    else:
+        adaptive, reps = None, s.repetitions
+    pretests = s.pretests.model_dump() if s.pretests.enabled() else {}
+    rows: list[tuple[Cell, list[dict[str, Any]], str, dict[str, bool]]] = []
+    for name, rset in s.units():
+        for fs in s.filesystems:
+            if rset is not None and rset.method == "btrfs" and fs.fs != "btrfs":
+                continue  # native Btrfs RAID is a Btrfs filesystem
+            first = True
+            for placement in s.placement:
+                for scale in s.workload.scale:
+                    for count in s.hosts:
+                        for wc in s.write_cache:
+                            cell = Cell(
+                                scenario=s.name,
+                                drive=name,
+                                filesystem=fs.fs,
+                                placement=placement,
+                                scale=scale,
+                                hosts=tuple(clients[:count]),
+                                pgbench=pgbench,
+                                init_options=tuple(s.workload.init_options),
+                                write_cache=wc,
+                                mkfs_options=tuple(fs.mkfs_options),
+                                mount_options=fs.mount_options,
+                            )
+                            rows.append(
+                                (
+                                    cell,
+                                    _request(name, rset, fs),
+                                    wc,
+                                    pretests if first else {},
+                                )
+                            )
+                            first = False
+    ids = [cell.cell_id for cell, *_ in rows]
+    # the schema makes every dimension unique, so this is a bug in drivelab, not the file
+    assert len(ids) == len(set(ids)), f"cell ids collide in {s.name}: {ids}"  # noqa: S101
+    total = len(rows)
+    return [
+        PlannedCell(
+            cell=cell,
+            drive_request=request,
+            write_cache=wc,
+            repetitions=reps,
+            adaptive=adaptive,
+            pretests=dict(pre),
+            index=i,
+            total=total,
+        )
+        for i, (cell, request, wc, pre) in enumerate(rows, start=1)
+    ]

@@ -1,0 +1,98 @@
+"""Rough time estimates of the cells, and the plan printed before a run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collector.scenario.matrix import PlannedCell
+from collector.scenario.schema import AdaptiveRepetitions, Scenario
+
+#: rough costs for estimate_seconds (see docs/scenarios.md)
+OVERHEAD_PER_REPETITION = 25.0  # cold start, synchronized start, fetch, gather
+INIT_FIXED = 10.0  # database.yml without pgbench -i
+INIT_PER_SCALE_PER_HOST = 0.5  # pgbench -i, one client at a time
+TPS_PER_CLIENT_GUESS = 100.0  # only for -t workloads: how long N transactions take
+#: fixed part of the pre-tests: fio lays its file out, both connect and clean up
+PRETEST_SECONDS = {"fio": 20.0, "pg_test_fsync": 5.0}
+
+
+def init_seconds(cell: PlannedCell) -> float:
+    """Rough time to place and initialise the cell's databases (pgbench -i, serially)."""
+    hosts = len(cell.cell.hosts) or 1
+    return INIT_FIXED + INIT_PER_SCALE_PER_HOST * cell.cell.scale * hosts
+
+
+def repetition_seconds(cell: PlannedCell) -> float:
+    """Rough time of one repetition: the pgbench run plus the fixed per-run overhead."""
+    opts = cell.cell.pgbench
+    run = float(opts.duration) if opts.duration else opts.transactions / TPS_PER_CLIENT_GUESS
+    return run + OVERHEAD_PER_REPETITION
+
+
+def pretest_seconds(pretests: dict[str, Any]) -> float:
+    """Rough time of a drive's pre-tests, one write cache state (layout included)."""
+    if not pretests:
+        return 0.0
+    fio = 10 * (pretests["runtime"] + 1) + PRETEST_SECONDS["fio"] if pretests["fio"] else 0
+    fsync = 16 * pretests["fsync_seconds"] + PRETEST_SECONDS["pg_test_fsync"]
+    return fio + (fsync if pretests["pg_test_fsync"] else 0)
+
+
+def estimate_seconds(cell: PlannedCell) -> float:
+    """Rough: repetitions x (duration + 25 s) + database init + pretests (adaptive: at most)."""
+    reps = cell.adaptive.max if cell.adaptive else cell.repetitions
+    pre = pretest_seconds(cell.pretests)
+    return reps * repetition_seconds(cell) + init_seconds(cell) + pre
+
+
+def _duration_text(seconds: float) -> str:
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    if minutes:
+        return f"{minutes} min {secs:02d} s"
+    return f"{secs} s"
+
+
+def plan_text(s: Scenario, cells: list[PlannedCell]) -> str:
+    """The plan as printed before a run: every cell in order, its repetitions and estimate."""
+    size = f" (size {s.size})" if s.size else ""
+    w = s.workload
+    length = f"-T {w.duration}" if w.duration else f"-t {w.transactions}"
+    if isinstance(s.repetitions, AdaptiveRepetitions):
+        a = s.repetitions.adaptive
+        reps = f"{a.min} to {a.max} repetitions (until the 95% CI is within {a.target_ci_pct:g}%)"
+    else:
+        reps = f"{s.repetitions} repetition" + ("s" if s.repetitions != 1 else "")
+    total = sum(estimate_seconds(c) for c in cells)
+    bound = "at most " if isinstance(s.repetitions, AdaptiveRepetitions) else "about "
+    lines = [
+        f"scenario {s.name}{size}: {len(cells)} cells x {reps}",
+        f"pgbench -c {w.clients_per_host} -j {w.threads} {length} ({w.mode}) per client host"
+        + (f", baseline {s.baseline}" if s.baseline else ""),
+    ]
+    width = max((len(c.cell_id) for c in cells), default=4)
+    lines.append(f"{'#':>5}  {'cell':<{width}}  {'hosts':<18}  {'reps':>4}  estimate")
+    for c in cells:
+        hosts = ",".join(c.cell.hosts)
+        hosts = hosts if len(hosts) <= 18 else f"{hosts[:15]}..."
+        rep = f"{c.adaptive.min}-{c.adaptive.max}" if c.adaptive else str(c.repetitions)
+        extra = []
+        req = c.drive_request[0]
+        if req["raid_level"] != "none":
+            extra.append(f"{req['raid_method']} {req['raid_level']} of {'+'.join(req['drives'])}")
+        if c.write_cache != "leave":
+            extra.append(f"write cache {c.write_cache}")
+        if c.pretests:
+            extra.append(
+                "pretests " + "+".join(k for k in ("fio", "pg_test_fsync") if c.pretests[k])
+            )
+        note = f"  ({'; '.join(extra)})" if extra else ""
+        lines.append(
+            f"{c.index:>2}/{c.total:<2}  {c.cell_id:<{width}}  {hosts:<18}  {rep:>4}  "
+            f"{_duration_text(estimate_seconds(c))}{note}"
+        )
+    lines.append(f"estimated duration: {bound}{_duration_text(total)}")
+    return "\n".join(lines)

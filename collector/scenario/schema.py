@@ -1,0 +1,366 @@
+"""The scenario file's schema: the name patterns, the pydantic models and their checks.
+
+``HOST_RULES`` is the DB host's own allow-list module for mkfs and mount options,
+loaded from roles/ by path (``REPO`` from :mod:`collector.paths`), so a scenario is
+refused with the line the host would give.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from collector.paths import REPO
+from collector.scenario.wording import _show
+
+# --- names and arguments -----------------------------------------------------------------
+
+#: drive and RAID set names: what the inventory and playbooks/drives.yml accept
+#: (roles/preflight/defaults/main.yml preflight_name_pattern)
+DRIVE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+#: scenario and size names; the scenario name is also its results folder
+SCENARIO_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+#: one mkfs or pgbench -i argument: no spaces, quotes or shell metacharacters
+ARGUMENT = re.compile(r"[A-Za-z0-9_=,.:/+^-]{1,200}")
+#: mount options, as roles/preflight checks them
+MOUNT_OPTIONS = re.compile(r"[A-Za-z0-9_=,.:/-]{1,200}")
+#: a custom pgbench script path, relative to the scenario file
+SCRIPT_PATH = re.compile(r"[A-Za-z0-9_./-]{1,200}")
+#: inventory host names. A client's database and role are drivelab_<client>: SQL
+#: identifiers (roles/pgbench_database writes one into a query) and folder names.
+#: The DB host's name names files and folders.
+CLIENT_NAME = re.compile(r"[a-z][a-z0-9_]{0,53}")
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"{_show(value)} is not a valid {what} ({pattern.pattern})")
+        return value
+
+    return check
+
+
+DriveName = Annotated[str, AfterValidator(_matching(DRIVE_NAME, "drive name"))]
+ScenarioName = Annotated[str, AfterValidator(_matching(SCENARIO_NAME, "name"))]
+Argument = Annotated[str, AfterValidator(_matching(ARGUMENT, "argument"))]
+
+
+def _host_rules() -> Any:
+    """The DB host's own allow-lists for mkfs and mount options (the module drive_format
+    builds its argv with them): loaded from the role, so a scenario is refused with the
+    very line the host would give, before anything runs."""
+    path = REPO / "roles" / "candidate_drive" / "module_utils" / "drivelab_argv.py"
+    spec = importlib.util.spec_from_file_location("drivelab_argv", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+HOST_RULES = _host_rules()
+
+
+MountOptions = Annotated[str, AfterValidator(_matching(MOUNT_OPTIONS, "mount option string"))]
+
+
+def _unique(what: str = "") -> Callable[[list[Any]], list[Any]]:
+    def check(values: list[Any]) -> list[Any]:
+        seen: set[Any] = set()
+        for value in values:
+            if value in seen:
+                raise ValueError(f"{_show(value)} listed twice{what}")
+            seen.add(value)
+        return values
+
+    return check
+
+
+def _scalar_to_list(value: Any) -> Any:
+    """``scale: 20`` means ``scale: [20]`` (an integer only: a string stays an error)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    return value
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# --- the schema ----------------------------------------------------------------------------
+
+
+class Filesystem(Strict):
+    fs: Literal["ext4", "xfs", "btrfs"] = "ext4"
+    mkfs_options: list[Argument] = Field(default_factory=list, max_length=32)
+    mount_options: MountOptions = "noatime"
+
+    @field_validator("mkfs_options")
+    @classmethod
+    def _mkfs_allowed(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        try:
+            HOST_RULES.mkfs_options(info.data.get("fs", "ext4"), value)
+        except HOST_RULES.Refusal as err:
+            raise ValueError(
+                f"[{err.index}]: {err}" if err.index is not None else str(err)
+            ) from None
+        return value
+
+    @field_validator("mount_options")
+    @classmethod
+    def _mount_allowed(cls, value: str, info: ValidationInfo) -> str:
+        try:
+            HOST_RULES.mount_options(info.data.get("fs", "ext4"), value)
+        except HOST_RULES.Refusal as err:
+            raise ValueError(str(err)) from None
+        return value
+
+
+class RaidSet(Strict):
+    name: DriveName
+    drives: Annotated[list[DriveName], AfterValidator(_unique())] = Field(max_length=32)
+    level: Literal["raid0", "raid1", "raid5", "raid10"]
+    method: Literal["btrfs", "mdadm"] = "btrfs"
+
+    @model_validator(mode="after")
+    def _levels(self) -> RaidSet:
+        if self.level == "raid5" and self.method != "mdadm":
+            raise ValueError("raid5 only with method: mdadm (Btrfs RAID5 is not used)")
+        least = {"raid0": 2, "raid1": 2, "raid5": 3, "raid10": 4}[self.level]
+        if len(self.drives) < least:
+            raise ValueError(f"{self.level} needs at least {least} drives (got {len(self.drives)})")
+        return self
+
+
+class Workload(Strict):
+    scale: Annotated[
+        list[Annotated[int, Field(ge=1, le=100_000)]],
+        BeforeValidator(_scalar_to_list),
+        AfterValidator(_unique()),
+        Field(min_length=1, max_length=32),
+    ]
+    clients_per_host: int = Field(4, ge=1, le=1000)
+    threads: int = Field(2, ge=1, le=1000)
+    duration: int | None = Field(None, gt=0, le=7 * 86400)
+    transactions: int | None = Field(None, gt=0, le=1_000_000_000)
+    mode: Literal["tpcb", "select-only", "simple-update", "custom"] = "tpcb"
+    script: str | None = None
+    rate: int = Field(0, ge=0, le=10_000_000)
+    log: Literal["full", "sampled", "aggregate", "none"] = "full"
+    init_options: list[Argument] = Field(default_factory=list, max_length=32)
+
+    @field_validator("script")
+    @classmethod
+    def _script(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        if not SCRIPT_PATH.fullmatch(value):
+            raise ValueError(f"{_show(value)} is not a valid path ({SCRIPT_PATH.pattern})")
+        if value.startswith("/") or ".." in Path(value).parts:
+            raise ValueError(f"{_show(value)}: give a path below the scenario's folder, no '..'")
+        base = (info.context or {}).get("base")
+        if base is not None:
+            path = Path(base) / value
+            if not path.is_file():
+                raise ValueError(f"{_show(value)}: no such file next to the scenario")
+            resolved = str(path.resolve())
+            if "{" in resolved or "}" in resolved:
+                # the path goes to Ansible as an extra variable, which it templates
+                raise ValueError(f"{_show(resolved)}: no braces in the script's folder names")
+            return resolved
+        return value
+
+    @model_validator(mode="after")
+    def _length_and_script(self) -> Workload:
+        if (self.duration is None) == (self.transactions is None):
+            raise ValueError(
+                "give duration (seconds, -T) or transactions (-t), one of them"
+                + (", not both" if self.duration is not None else "")
+            )
+        if self.mode == "custom" and not self.script:
+            raise ValueError("mode: custom needs script: (a pgbench script file)")
+        if self.mode != "custom" and self.script:
+            raise ValueError(f"script is only for mode: custom (mode is {self.mode})")
+        return self
+
+
+class AdaptiveSpec(Strict):
+    target_ci_pct: float = Field(gt=0, le=100)
+    min: int = Field(3, ge=2, le=1000)
+    max: int = Field(10, ge=2, le=1000)
+
+    @model_validator(mode="after")
+    def _order(self) -> AdaptiveSpec:
+        if self.max < self.min:
+            raise ValueError(f"max ({self.max}) must be at least min ({self.min})")
+        return self
+
+
+class AdaptiveRepetitions(Strict):
+    adaptive: AdaptiveSpec
+
+
+def _repetitions_tag(value: Any) -> str:
+    return "<adaptive>" if isinstance(value, dict) else "<fixed>"
+
+
+Repetitions = Annotated[
+    Annotated[int, Tag("<fixed>"), Field(ge=1, le=1000)]
+    | Annotated[AdaptiveRepetitions, Tag("<adaptive>")],
+    Discriminator(_repetitions_tag),
+]
+
+
+class Pretests(Strict):
+    fio: bool = False
+    pg_test_fsync: bool = False
+    #: seconds per fio job (10 jobs per write cache state)
+    runtime: int = Field(30, ge=1, le=3600)
+    #: seconds per pg_test_fsync test (-s; about 16 tests)
+    fsync_seconds: int = Field(5, ge=1, le=600)
+    #: both: write cache on and off where the drive allows; leave: as it is
+    write_cache: Literal["both", "leave"] = "both"
+
+    def enabled(self) -> bool:
+        return self.fio or self.pg_test_fsync
+
+
+def _pretests(value: Any) -> Any:
+    if value is False or value is None:
+        return {}
+    if value is True:
+        return {"fio": True, "pg_test_fsync": True}
+    if isinstance(value, dict):
+        return value
+    raise ValueError(
+        "must be false, true or {fio: bool, pg_test_fsync: bool, runtime: s, fsync_seconds: s,"
+        f" write_cache: both|leave}} (got {_show(value)})"
+    )
+
+
+WRITE_CACHE = ("leave", "on", "off")
+
+
+def _write_cache(value: Any) -> Any:
+    """A single value means a list of one; YAML 1.1 reads a bare on/off as true/false."""
+
+    def one(item: Any) -> Any:
+        if isinstance(item, bool):
+            return "on" if item else "off"
+        return item
+
+    if isinstance(value, list):
+        return [one(v) for v in value]
+    value = one(value)
+    if value in WRITE_CACHE:
+        return [value]
+    raise ValueError(f"must be leave, on or off, or a list of them (got {_show(value)})")
+
+
+class Scenario(Strict):
+    name: ScenarioName
+    description: str = Field("", max_length=10_000)
+    baseline: DriveName | None = None
+    drives: Annotated[list[DriveName], AfterValidator(_unique())] = Field(
+        default_factory=list, max_length=64
+    )
+    filesystems: list[Filesystem] = Field(
+        default_factory=lambda: [Filesystem()], min_length=1, max_length=8
+    )
+    raid: list[RaidSet] = Field(default_factory=list, max_length=16)
+    placement: Annotated[list[Literal["tablespace", "cluster"]], AfterValidator(_unique())] = Field(
+        default_factory=lambda: ["tablespace"], min_length=1
+    )
+    write_cache: Annotated[
+        list[Literal["leave", "on", "off"]],
+        BeforeValidator(_write_cache),
+        AfterValidator(_unique()),
+        Field(min_length=1),
+    ] = Field(default_factory=lambda: ["leave"])
+    workload: Workload
+    hosts: Annotated[
+        list[Annotated[int, Field(ge=1, le=1000)]],
+        BeforeValidator(_scalar_to_list),
+        AfterValidator(_unique()),
+        Field(min_length=1, max_length=32),
+    ] = Field(default_factory=lambda: [1])
+    repetitions: Repetitions = 3
+    pretests: Annotated[Pretests, BeforeValidator(_pretests)] = Field(default_factory=Pretests)
+    sizes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    _source: str = PrivateAttr("")
+    _size: str | None = PrivateAttr(None)
+
+    @property
+    def source(self) -> str:
+        """The file it was read from, as given to ``load``."""
+        return self._source
+
+    @property
+    def size(self) -> str | None:
+        """The size merged in by ``load(..., size=...)``, if any."""
+        return self._size
+
+    @field_validator("filesystems")
+    @classmethod
+    def _one_entry_per_fs(cls, value: list[Filesystem]) -> list[Filesystem]:
+        seen: set[str] = set()
+        for entry in value:
+            if entry.fs in seen:
+                raise ValueError(
+                    f"{entry.fs} listed twice (one entry per filesystem type: cells are named"
+                    " by it; compare mount options in two scenarios)"
+                )
+            seen.add(entry.fs)
+        return value
+
+    @model_validator(mode="after")
+    def _matrix(self) -> Scenario:
+        if not self.drives and not self.raid:
+            raise ValueError("empty matrix: no drives and no raid sets")
+        singles = set(self.drives)
+        names: set[str] = set()
+        for i, rset in enumerate(self.raid):
+            if rset.name in singles or rset.name in names:
+                raise ValueError(
+                    f"raid[{i}].name: {rset.name!r} is already the name of a drive or set"
+                )
+            names.add(rset.name)
+            for j, member in enumerate(rset.drives):
+                if member in singles:
+                    raise ValueError(
+                        f"raid[{i}].drives[{j}]: {member!r} is also in drives"
+                        " (a RAID member cannot be measured alone in the same scenario)"
+                    )
+            if rset.method == "btrfs" and not any(f.fs == "btrfs" for f in self.filesystems):
+                have = ", ".join(f.fs for f in self.filesystems)
+                raise ValueError(
+                    f"raid[{i}]: method btrfs needs fs: btrfs in filesystems (have: {have})"
+                )
+        if self.baseline is not None and self.baseline not in singles | names:
+            have = ", ".join([*self.drives, *(r.name for r in self.raid)])
+            raise ValueError(f"baseline: {self.baseline!r} is not one of the drives (have: {have})")
+        return self
+
+    def units(self) -> list[tuple[str, RaidSet | None]]:
+        """The filesystems to measure on, in order: single drives, then RAID sets."""
+        return [(d, None) for d in self.drives] + [(r.name, r) for r in self.raid]
