@@ -3,7 +3,7 @@
 A scenario (``scenarios/*.yml``, documented in docs/scenarios.md) names drives and RAID
 sets, filesystems, placements, datasets, client host counts and a pgbench workload;
 ``expand`` crosses them into ``PlannedCell`` s in run order, each carrying the
-``runner.Cell`` to measure, the request ``playbooks/drives.yml`` takes for it, and how
+``collector.cell.Cell`` to measure, the request ``playbooks/drives.yml`` takes for it, and how
 many repetitions to run.
 
 Every problem with a file is one ``DrivelabError`` line naming the file, the YAML path
