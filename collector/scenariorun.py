@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -38,6 +37,7 @@ from collector.playbook import HOLDS_POSTGRESQL_DATA, PlaybookFailed, ansible_bi
 from collector.report import PRETEST_PREFIXES
 from collector.runfolder import DB_DIR, PG_STAT
 from collector.scenario import PlannedCell, Scenario, estimate_seconds
+from collector.scenario.inventory import prometheus_url, ssh_settings
 from collector.stats import summarize
 from collector.store import Store
 
@@ -392,41 +392,6 @@ def read_pg_stat(run_dir: Path) -> dict[str, Any] | None:
             return None
         out[when] = json.loads(path.read_text(encoding="utf-8"))["databases"]
     return out
-
-
-def prometheus_url(inventory: dict) -> str:
-    """The Prometheus the telemetry playbook set up or checked: the inventory's
-    ``prometheus_server_url``, else drivelab's own at ``prometheus_server_listen``."""
-    hv = inventory["all"].get("vars") or {}
-    url = hv.get("prometheus_server_url")
-    if url:
-        return str(url).rstrip("/")
-    return "http://" + str(hv.get("prometheus_server_listen", "127.0.0.1:9490"))
-
-
-def ssh_settings(inventory: dict, host: str) -> dict[str, Any] | None:
-    """How Ansible reaches ``host`` (from the inventory file's vars): address, port,
-    user, key file, and the known_hosts file its ssh args name. None: no key or no
-    known_hosts file named (the live view needs both; host keys are never trusted
-    blindly)."""
-    groups = inventory["all"].get("children", {})
-    hv: dict[str, Any] = dict(inventory["all"].get("vars") or {})
-    for g in groups.values():
-        if host in (g.get("hosts") or {}):
-            hv.update(g.get("vars") or {})
-            hv.update((g.get("hosts") or {})[host] or {})
-    args = str(hv.get("ansible_ssh_common_args", "")) + " " + str(hv.get("ansible_ssh_args", ""))
-    known = re.search(r"UserKnownHostsFile=(\S+)", args)
-    key = hv.get("ansible_ssh_private_key_file")
-    if not key or not known:
-        return None
-    return {
-        "host": str(hv.get("ansible_host", host)),
-        "port": int(hv.get("ansible_port", 22)),
-        "user": str(hv.get("ansible_user", "root")),
-        "key": str(key),
-        "known_hosts": known.group(1),
-    }
 
 
 def enough(tps: list[float], policy) -> bool:

@@ -1,5 +1,6 @@
-"""The Ansible inventory as a scenario sees it: the DB host and its candidate drives,
-the client hosts, and the checks of a scenario against them."""
+"""The Ansible inventory as the controller sees it: the DB host and its candidate drives,
+the client hosts, the checks of a scenario against them, and how the controller itself
+reaches the hosts (SSH settings for the live view, the Prometheus to ask)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ from collector.errors import DrivelabError
 from collector.scenario.loader import _read_yaml
 from collector.scenario.schema import CLIENT_NAME, HOST_NAME, Scenario
 from collector.scenario.wording import _fail, _show
-
-# --- the inventory ---------------------------------------------------------------------------
 
 
 def load_inventory(path: Path | str) -> dict[str, Any]:
@@ -99,3 +98,38 @@ def validate_against_inventory(s: Scenario, inventory: dict[str, Any], path: Pat
             raise _fail(
                 source, f"hosts[{i}]: {count} client hosts asked, the inventory has {len(clients)}"
             )
+
+
+def prometheus_url(inventory: dict) -> str:
+    """The Prometheus the telemetry playbook set up or checked: the inventory's
+    ``prometheus_server_url``, else drivelab's own at ``prometheus_server_listen``."""
+    hv = inventory["all"].get("vars") or {}
+    url = hv.get("prometheus_server_url")
+    if url:
+        return str(url).rstrip("/")
+    return "http://" + str(hv.get("prometheus_server_listen", "127.0.0.1:9490"))
+
+
+def ssh_settings(inventory: dict, host: str) -> dict[str, Any] | None:
+    """How Ansible reaches ``host`` (from the inventory file's vars): address, port,
+    user, key file, and the known_hosts file its ssh args name. None: no key or no
+    known_hosts file named (the live view needs both; host keys are never trusted
+    blindly)."""
+    groups = inventory["all"].get("children", {})
+    hv: dict[str, Any] = dict(inventory["all"].get("vars") or {})
+    for g in groups.values():
+        if host in (g.get("hosts") or {}):
+            hv.update(g.get("vars") or {})
+            hv.update((g.get("hosts") or {})[host] or {})
+    args = str(hv.get("ansible_ssh_common_args", "")) + " " + str(hv.get("ansible_ssh_args", ""))
+    known = re.search(r"UserKnownHostsFile=(\S+)", args)
+    key = hv.get("ansible_ssh_private_key_file")
+    if not key or not known:
+        return None
+    return {
+        "host": str(hv.get("ansible_host", host)),
+        "port": int(hv.get("ansible_port", 22)),
+        "user": str(hv.get("ansible_user", "root")),
+        "key": str(key),
+        "known_hosts": known.group(1),
+    }

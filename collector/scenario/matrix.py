@@ -15,8 +15,6 @@ from collector.scenario.schema import (
     Workload,
 )
 
-# --- the matrix ------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class AdaptivePolicy:
