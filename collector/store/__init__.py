@@ -24,195 +24,40 @@ The runner's calls, in order::
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from collector.errors import DrivelabError
 from collector.paths import results_dir
-from collector.records import (
-    CellSpec,
-    ClientResult,
-    LatencyHistogram,
-    RawOutput,
-    RunRecord,
-    RunStatus,
-    Sample,
-    SeriesPoint,
-)
+from collector.records import CellSpec, ClientResult, RunRecord, RunStatus, Sample
+from collector.store.reads import Reads
+from collector.store.rows import Fact, ScenarioInfo, StoredRun, _dumps, _filesystem_options
 
-SCHEMA_VERSION = 2
-_STATUSES = "('complete', 'partial', 'failed')"
+# Store._migrate reads SCHEMA_VERSION and MIGRATIONS as globals of this module, so a
+# test that patches collector.store.SCHEMA_VERSION (or its MIGRATIONS) reaches it
+from collector.store.schema import MIGRATIONS, SCHEMA_VERSION
 
-
-def _cells_write_cache(cur: sqlite3.Cursor) -> None:
-    """Version 2: a cell's write cache is part of its identity. A version-1 cell whose
-    runs were all made with the write cache set (their folder, the ``cell_id`` fact,
-    ends in ``-wcon`` or ``-wcoff``) gets that state and its key the ``wc`` label; a
-    cell holding runs of both states (the version-1 bug) is left as it was stored."""
-    rows = cur.execute(
-        "SELECT r.cell_id, f.value_json FROM runs r JOIN facts f ON f.run_id = r.id"
-        " WHERE f.scope = 'run' AND f.key = 'cell_id'"
-    ).fetchall()
-    states: dict[int, set[str]] = {}
-    for cell_id, value in rows:
-        name = json.loads(value) if value else ""
-        state = next((w for w in ("on", "off") if str(name).endswith(f"-wc{w}")), "leave")
-        states.setdefault(cell_id, set()).add(state)
-    for cell_id, seen in states.items():
-        if len(seen) == 1 and (state := seen.pop()) != "leave":
-            cur.execute(
-                "UPDATE cells SET write_cache = ?, key = key || ? WHERE id = ?",
-                (state, f" wc {state}", cell_id),
-            )
-
-
-#: version -> the steps (SQL statements, or functions of a cursor) that bring
-#: version-1 up to it
-MIGRATIONS: dict[int, tuple[str | Callable[[sqlite3.Cursor], None], ...]] = {
-    1: (
-        "CREATE TABLE schema_version (version INTEGER NOT NULL)",
-        """CREATE TABLE scenarios (
-            id INTEGER PRIMARY KEY,
-            name TEXT NOT NULL UNIQUE,
-            created_at REAL NOT NULL,
-            baseline_drive TEXT,
-            spec_json TEXT NOT NULL DEFAULT '{}')""",
-        """CREATE TABLE cells (
-            id INTEGER PRIMARY KEY,
-            scenario_id INTEGER NOT NULL REFERENCES scenarios(id) ON DELETE CASCADE,
-            key TEXT NOT NULL,
-            drive TEXT NOT NULL,
-            workload TEXT NOT NULL,
-            filesystem TEXT,
-            placement TEXT,
-            scale INTEGER,
-            clients INTEGER NOT NULL,
-            params_json TEXT NOT NULL DEFAULT '{}',
-            UNIQUE (scenario_id, key))""",
-        f"""CREATE TABLE runs (
-            id INTEGER PRIMARY KEY,
-            cell_id INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
-            repetition INTEGER NOT NULL,
-            status TEXT NOT NULL CHECK (status IN {_STATUSES}),
-            reason TEXT,
-            started_at REAL,
-            ended_at REAL,
-            commands_json TEXT NOT NULL DEFAULT '[]',
-            recorded_at REAL NOT NULL,
-            UNIQUE (cell_id, repetition))""",
-        f"""CREATE TABLE client_results (
-            id INTEGER PRIMARY KEY,
-            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-            client TEXT NOT NULL,
-            status TEXT NOT NULL CHECK (status IN {_STATUSES}),
-            reason TEXT,
-            tps REAL, tps_kind TEXT, processed INTEGER, failed INTEGER, skipped INTEGER,
-            latency_avg_s REAL, latency_stddev_s REAL,
-            latency_p50_s REAL, latency_p95_s REAL, latency_p99_s REAL, latency_max_s REAL,
-            start_ts REAL, end_ts REAL, exit_code INTEGER,
-            histogram_json TEXT,
-            report_json TEXT NOT NULL DEFAULT '{{}}',
-            UNIQUE (run_id, client))""",
-        """CREATE TABLE series (
-            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-            client TEXT NOT NULL,
-            start_ts REAL NOT NULL,
-            duration_s REAL NOT NULL,
-            transactions REAL NOT NULL,
-            latency_avg_s REAL,
-            failed INTEGER,
-            source TEXT NOT NULL)""",
-        "CREATE INDEX series_by_run ON series (run_id, client, start_ts)",
-        """CREATE TABLE samples (
-            id INTEGER PRIMARY KEY,
-            scenario_id INTEGER REFERENCES scenarios(id) ON DELETE CASCADE,
-            run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE,
-            metric TEXT NOT NULL,
-            value REAL NOT NULL,
-            unit TEXT NOT NULL,
-            labels_json TEXT NOT NULL DEFAULT '{}',
-            timestamp REAL)""",
-        "CREATE INDEX samples_by_run ON samples (run_id, metric)",
-        "CREATE INDEX samples_by_scenario ON samples (scenario_id, metric)",
-        """CREATE TABLE facts (
-            id INTEGER PRIMARY KEY,
-            scenario_id INTEGER REFERENCES scenarios(id) ON DELETE CASCADE,
-            run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE,
-            scope TEXT NOT NULL,
-            host TEXT,
-            key TEXT NOT NULL,
-            value_json TEXT NOT NULL)""",
-        """CREATE TABLE raw_outputs (
-            id INTEGER PRIMARY KEY,
-            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-            host TEXT,
-            kind TEXT NOT NULL,
-            path TEXT NOT NULL)""",
-    ),
-    2: (
-        "ALTER TABLE scenarios ADD COLUMN description TEXT NOT NULL DEFAULT ''",
-        "ALTER TABLE cells ADD COLUMN write_cache TEXT NOT NULL DEFAULT 'leave'",
-        "ALTER TABLE cells ADD COLUMN filesystem_json TEXT NOT NULL DEFAULT '{}'",
-        _cells_write_cache,
-    ),
-}
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Fact",
+    "Reads",
+    "ScenarioInfo",
+    "Store",
+    "StoredRun",
+    "default_path",
+]
 
 
 def default_path() -> Path:
     return results_dir() / "drivelab.db"
 
 
-@dataclass(frozen=True)
-class ScenarioInfo:
-    id: int
-    name: str
-    created_at: float
-    baseline_drive: str | None
-    spec: Mapping[str, Any] = field(default_factory=dict)
-    description: str = ""
-
-
-@dataclass(frozen=True)
-class StoredRun:
-    id: int
-    cell_id: int
-    repetition: int
-    status: RunStatus
-    reason: str | None
-    started_at: float | None
-    ended_at: float | None
-    commands: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Fact:
-    scope: str
-    key: str
-    value: Any
-    host: str | None = None
-    run_id: int | None = None
-
-
-def _filesystem_options(cell: CellSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if cell.mkfs_options:
-        out["mkfs_options"] = list(cell.mkfs_options)
-    if cell.mount_options is not None:
-        out["mount_options"] = cell.mount_options
-    return out
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-class Store:
+class Store(Reads):
     """A connection to one results file. Use :meth:`open`; close with :meth:`close`
     or a ``with`` block."""
 
@@ -563,123 +408,3 @@ class Store:
             self._insert_facts(
                 cur, facts=facts, scenario_id=scenario_id, run_id=run_id, scope=scope, host=host
             )
-
-    # ------------------------------------------------------------------ reads
-
-    def scenarios(self) -> list[ScenarioInfo]:
-        rows = self.conn.execute(
-            "SELECT id, name, created_at, baseline_drive, spec_json, description"
-            " FROM scenarios ORDER BY id"
-        ).fetchall()
-        return [ScenarioInfo(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows]
-
-    def scenario(self, name: str) -> ScenarioInfo:
-        for s in self.scenarios():
-            if s.name == name:
-                return s
-        known = ", ".join(s.name for s in self.scenarios()) or "none"
-        raise DrivelabError(f"no scenario {name!r} in {self.path} (stored: {known})")
-
-    def cells(self, scenario_id: int) -> list[tuple[int, CellSpec]]:
-        rows = self.conn.execute(
-            "SELECT id, drive, workload, filesystem, placement, scale, clients, params_json,"
-            " write_cache, filesystem_json FROM cells WHERE scenario_id = ? ORDER BY id",
-            (scenario_id,),
-        ).fetchall()
-        out = []
-        for r in rows:
-            fs = json.loads(r[9])
-            spec = CellSpec(
-                r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]), write_cache=r[8],
-                mkfs_options=tuple(fs.get("mkfs_options") or ()),
-                mount_options=fs.get("mount_options"),
-            )  # fmt: skip
-            out.append((r[0], spec))
-        return out
-
-    def runs(self, cell_id: int) -> list[StoredRun]:
-        rows = self.conn.execute(
-            "SELECT id, cell_id, repetition, status, reason, started_at, ended_at, commands_json"
-            " FROM runs WHERE cell_id = ? ORDER BY repetition",
-            (cell_id,),
-        ).fetchall()
-        return [
-            StoredRun(r[0], r[1], r[2], RunStatus(r[3]), r[4], r[5], r[6], tuple(json.loads(r[7])))
-            for r in rows
-        ]
-
-    def client_results(self, run_id: int) -> list[ClientResult]:
-        rows = self.conn.execute(
-            "SELECT client, status, reason, tps, tps_kind, processed, failed, skipped,"
-            " latency_avg_s, latency_stddev_s, latency_p50_s, latency_p95_s, latency_p99_s,"
-            " latency_max_s, start_ts, end_ts, exit_code, histogram_json, report_json"
-            " FROM client_results WHERE run_id = ? ORDER BY client",
-            (run_id,),
-        ).fetchall()
-        out = []
-        for r in rows:
-            hist = None
-            if r[17]:
-                h = json.loads(r[17])
-                hist = LatencyHistogram(tuple(h["lows_s"]), tuple(h["highs_s"]), tuple(h["counts"]))
-            out.append(
-                ClientResult(
-                    client=r[0],
-                    status=RunStatus(r[1]),
-                    reason=r[2],
-                    tps=r[3],
-                    tps_kind=r[4],
-                    processed=r[5],
-                    failed=r[6],
-                    skipped=r[7],
-                    latency_avg_s=r[8],
-                    latency_stddev_s=r[9],
-                    latency_p50_s=r[10],
-                    latency_p95_s=r[11],
-                    latency_p99_s=r[12],
-                    latency_max_s=r[13],
-                    start=r[14],
-                    end=r[15],
-                    exit_code=r[16],
-                    histogram=hist,
-                    report=json.loads(r[18]),
-                )
-            )
-        return out
-
-    def series(self, run_id: int) -> list[SeriesPoint]:
-        rows = self.conn.execute(
-            "SELECT client, start_ts, duration_s, transactions, latency_avg_s, failed, source"
-            " FROM series WHERE run_id = ? ORDER BY client, start_ts",
-            (run_id,),
-        ).fetchall()
-        return [SeriesPoint(*r) for r in rows]
-
-    def samples(
-        self, scenario_id: int | None = None, run_id: int | None = None, metric_prefix: str = ""
-    ) -> list[Sample]:
-        sql = "SELECT metric, value, unit, labels_json, timestamp FROM samples WHERE metric LIKE ?"
-        args: list[Any] = [metric_prefix.replace("%", r"\%") + "%"]
-        if scenario_id is not None:
-            sql += " AND scenario_id = ?"
-            args.append(scenario_id)
-        if run_id is not None:
-            sql += " AND run_id = ?"
-            args.append(run_id)
-        rows = self.conn.execute(sql + " ORDER BY id", args).fetchall()
-        return [Sample(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
-
-    def facts(self, scenario_id: int, run_id: int | None = None) -> list[Fact]:
-        sql = "SELECT scope, key, value_json, host, run_id FROM facts WHERE scenario_id = ?"
-        args: list[Any] = [scenario_id]
-        if run_id is not None:
-            sql += " AND run_id = ?"
-            args.append(run_id)
-        rows = self.conn.execute(sql + " ORDER BY id", args).fetchall()
-        return [Fact(r[0], r[1], json.loads(r[2]), r[3], r[4]) for r in rows]
-
-    def raw_outputs(self, run_id: int) -> list[RawOutput]:
-        rows = self.conn.execute(
-            "SELECT kind, path, host FROM raw_outputs WHERE run_id = ? ORDER BY id", (run_id,)
-        ).fetchall()
-        return [RawOutput(*r) for r in rows]
