@@ -252,6 +252,8 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
     ]
     for view in views:
         parts.append(f"<h2>Scenario {html.escape(view.info.name)}</h2>")
+        if view.info.description:
+            parts.append(f"<p class=desc>{html.escape(view.info.description.strip())}</p>")
         rows = [
             [
                 cv.drive,

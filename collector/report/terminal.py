@@ -124,6 +124,10 @@ def warnings(view: ScenarioView) -> list[str]:
 def publish(views: list[ScenarioView], console: Console | None = None) -> None:
     console = console or Console()
     for view in views:
+        if view.info.description:
+            # the scenario's own words, as stored with it
+            console.print(f"{view.info.name}: {escape(view.info.description.strip())}",
+                          highlight=False)  # fmt: skip
         console.print(table(view))
         pre = pretest_table(view)
         if pre is not None:

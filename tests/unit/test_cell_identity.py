@@ -5,16 +5,19 @@ brought up to date."""
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 from pathlib import Path
+
+from rich.console import Console
 
 from collector import runner
 from collector import scenario as sc
 from collector import store as store_mod
 from collector.gather import record_run_dir
 from collector.records import RunStatus
-from collector.report import load
+from collector.report import html, load, terminal
 from collector.store import Store
 from tests.unit.test_gather import make_run, two
 
@@ -88,7 +91,14 @@ def test_scenario_description_and_baseline_are_stored_and_read_back(tmp_path):
         info = store.scenario("wc-study")
         assert info.description == "seed 003, write cache on and off"
         assert info.baseline_drive == "ssd"
-        assert load(store, "wc-study").info.description == info.description
+        view = load(store, "wc-study")
+    assert view.info.description == info.description
+    console = Console(file=io.StringIO(), width=200)
+    terminal.publish([view], console)
+    assert "wc-study: seed 003, write cache on and off" in console.file.getvalue()
+    assert "<p class=desc>seed 003, write cache on and off</p>" in html.publish(
+        [view], tmp_path / "r.html"
+    ).read_text(encoding="utf-8")
 
 
 def test_a_version_1_store_gets_the_write_cache_of_its_cells(tmp_path):
