@@ -40,6 +40,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     console = Console()
     scen = sc.load(args.scenario, size=args.size)
+    if args.dry_run and args.inventory is None and not (LOCAL_INVENTORY / "hosts.yml").exists():
+        # checking a scenario file before any lab exists: the plan, hosts by count
+        cells = sc.expand(scen, sc.inventory_by_count(max(scen.hosts)))
+        console.print(sc.plan_text(scen, cells, hosts_by_count=True))
+        console.print(
+            "not checked (no inventory: give --inventory, or 'drivelab lab up'): "
+            + "; ".join(sc.NOT_CHECKED_WITHOUT_INVENTORY),
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 0
     inv_path = inventory_file(args.inventory)
     inventory = sc.load_inventory(inv_path)
     sc.validate_against_inventory(scen, inventory, args.scenario)

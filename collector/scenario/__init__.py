@@ -33,8 +33,10 @@ this was one module.
 """
 
 from collector.scenario.inventory import (
+    NOT_CHECKED_WITHOUT_INVENTORY,
     client_hosts,
     db_host,
+    inventory_by_count,
     load_inventory,
     validate_against_inventory,
 )
@@ -90,6 +92,7 @@ __all__ = [
     "MAX_MESSAGE",
     "MAX_VALUES",
     "MOUNT_OPTIONS",
+    "NOT_CHECKED_WITHOUT_INVENTORY",
     "OVERHEAD_PER_REPETITION",
     "PRETEST_SECONDS",
     "SCENARIO_NAME",
@@ -118,6 +121,7 @@ __all__ = [
     "estimate_seconds",
     "expand",
     "init_seconds",
+    "inventory_by_count",
     "load",
     "load_inventory",
     "parse",

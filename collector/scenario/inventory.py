@@ -133,3 +133,20 @@ def ssh_settings(inventory: dict, host: str) -> dict[str, Any] | None:
         "key": str(key),
         "known_hosts": known.group(1),
     }
+
+
+#: what validate_against_inventory checks, for a plan made without an inventory
+NOT_CHECKED_WITHOUT_INVENTORY = (
+    "the drives and RAID members are candidate drives of the DB host",
+    "a RAID set is not named like one of them",
+    "the host counts fit the inventory's client hosts",
+    "the host names are valid",
+)
+
+
+def inventory_by_count(clients: int) -> dict[str, Any]:
+    """A stand-in inventory of ``clients`` client hosts and a DB host without drives, to
+    expand a scenario into its plan before any lab or inventory exists: cell names
+    count hosts (``h2``), so they are those a real inventory gives."""
+    hosts = {f"client{i}": {} for i in range(1, clients + 1)}
+    return {"all": {"children": {"db": {"hosts": {"dbhost": {}}}, "clients": {"hosts": hosts}}}}

@@ -56,8 +56,9 @@ def _duration_text(seconds: float) -> str:
     return f"{secs} s"
 
 
-def plan_text(s: Scenario, cells: list[PlannedCell]) -> str:
-    """The plan as printed before a run: every cell in order, its repetitions and estimate."""
+def plan_text(s: Scenario, cells: list[PlannedCell], hosts_by_count: bool = False) -> str:
+    """The plan as printed before a run: every cell in order, its repetitions and estimate.
+    ``hosts_by_count``: the hosts column says how many (a plan made without an inventory)."""
     size = f" (size {s.size})" if s.size else ""
     w = s.workload
     length = f"-T {w.duration}" if w.duration else f"-t {w.transactions}"
@@ -77,6 +78,9 @@ def plan_text(s: Scenario, cells: list[PlannedCell]) -> str:
     lines.append(f"{'#':>5}  {'cell':<{width}}  {'hosts':<18}  {'reps':>4}  estimate")
     for c in cells:
         hosts = ",".join(c.cell.hosts)
+        if hosts_by_count:
+            n = len(c.cell.hosts)
+            hosts = f"{n} client host" + ("s" if n != 1 else "")
         hosts = hosts if len(hosts) <= 18 else f"{hosts[:15]}..."
         rep = f"{c.adaptive.min}-{c.adaptive.max}" if c.adaptive else str(c.repetitions)
         extra = []

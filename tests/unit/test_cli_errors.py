@@ -53,3 +53,26 @@ def test_bad_arguments_give_one_line_and_run_nothing(tmp_path, args, expected):
     assert proc.stdout == ""
     # nothing ran: no playbook log was even opened
     assert not any(tmp_path.iterdir())
+
+
+def test_dry_run_without_a_lab_prints_the_plan_and_what_it_could_not_check(
+    tmp_path, monkeypatch, capsys
+):
+    """An operator checks a scenario file before any lab exists: the plan, hosts by count,
+    and one line naming what only an inventory can tell; nothing written."""
+    from collector import cli, runcmd  # noqa: PLC0415
+
+    monkeypatch.setattr(runcmd, "LOCAL_INVENTORY", tmp_path / "no-lab")
+    monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
+    repo = Path(__file__).resolve().parents[2]
+    argv = ["run", str(repo / "scenarios" / "seed-two-clients.yml"), "--size", "lab", "--dry-run"]
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert " nvme-ext4-cluster-s34-h2-tpcb " in out and "2 client hosts" in out
+    assert "estimated duration: about" in out
+    assert "not checked (no inventory" in out and "candidate drives of the DB host" in out
+    assert not (tmp_path / "results").exists()
+    # with the inventory named and missing, it stays an error: the operator asked for it
+    assert cli.main([*argv, "--inventory", str(tmp_path / "nope")]) == 2
+    assert "inventory " in capsys.readouterr().err
