@@ -40,6 +40,7 @@ from typing import Any
 
 from collector.errors import DrivelabError
 from collector.records import Sample
+from collector.units import human_size
 
 #: PostgreSQL's default block size (``SHOW block_size``)
 BLOCK_SIZE = 8192
@@ -194,15 +195,16 @@ def analyse(
     reasons = []
     if fits:
         reasons.append(
-            f"the datasets ({dataset_bytes} bytes) fit in twice the DB host's memory"
-            f" ({memory_bytes} bytes)"
+            f"the datasets ({human_size(dataset_bytes)}) fit in twice the DB host's memory"
+            f" ({human_size(memory_bytes)})"
         )
     if blks_read == 0:
         reasons.append("no block was read from outside shared buffers")
     elif share is not None and share < min_drive_share:
         reasons.append(
-            f"the drive read {drive_bytes:.0f} bytes, {share:.1%} of the {read_bytes} bytes"
-            f" read from outside shared buffers (under {min_drive_share:.0%}):"
+            f"the drive read {human_size(drive_bytes or 0)}, {share:.1%} of the"
+            f" {human_size(read_bytes)} read from outside shared buffers"
+            f" (under {min_drive_share:.0%}):"
             " the page cache served the rest"
         )
     if reasons:
@@ -210,15 +212,16 @@ def analyse(
     elif share is None:
         verdict = UNKNOWN
         reason = (
-            f"{read_bytes} bytes read from outside shared buffers, but no drive read"
+            f"{human_size(read_bytes)} read from outside shared buffers, but no drive read"
             " telemetry to tell the page cache from the drive"
         )
     else:
         verdict = DEFEATED
         reason = (
-            f"the drive read {drive_bytes:.0f} bytes, {share:.1%} of the {read_bytes} bytes"
-            f" read from outside shared buffers; the datasets ({dataset_bytes} bytes) are at"
-            f" least twice the DB host's memory ({memory_bytes} bytes)"
+            f"the drive read {human_size(drive_bytes)}, {share:.1%} of the"
+            f" {human_size(read_bytes)} read from outside shared buffers; the datasets"
+            f" ({human_size(dataset_bytes)}) are at least twice the DB host's memory"
+            f" ({human_size(memory_bytes)})"
         )
     return CacheVerdict(
         clients=tuple(clients),

@@ -100,9 +100,9 @@ def test_cache_defeated():
     assert v.drive_share == pytest.approx(0.8)
     assert not v.fits_in_memory
     assert v.reason == (
-        "the drive read 262144000 bytes, 80.0% of the 327680000 bytes read from outside"
-        " shared buffers; the datasets (1610612736 bytes) are at least twice the DB host's"
-        " memory (536870912 bytes)"
+        "the drive read 250.0 MiB, 80.0% of the 312.5 MiB read from outside"
+        " shared buffers; the datasets (1.5 GiB) are at least twice the DB host's"
+        " memory (512.0 MiB)"
     )
 
 
@@ -113,7 +113,7 @@ def test_page_cache_served_the_reads():
     assert v.verdict == cd.NOT_DEFEATED and not v.defeated
     assert v.drive_share == pytest.approx(0.01)
     assert v.reason == (
-        "the drive read 3276800 bytes, 1.0% of the 327680000 bytes read from outside shared"
+        "the drive read 3.1 MiB, 1.0% of the 312.5 MiB read from outside shared"
         " buffers (under 5%): the page cache served the rest"
     )
 
@@ -126,7 +126,7 @@ def test_datasets_fit_in_memory_even_with_drive_reads():
     )
     assert v.verdict == cd.NOT_DEFEATED and v.fits_in_memory
     assert v.reason == (
-        "the datasets (1073741823 bytes) fit in twice the DB host's memory (536870912 bytes)"
+        "the datasets (1024.0 MiB) fit in twice the DB host's memory (512.0 MiB)"
     )
     # the rule is drivelab's: less than twice the memory; exactly twice does not fit
     v = cd.analyse(
@@ -141,8 +141,8 @@ def test_both_reasons_are_given():
         BEFORE, after, drive_samples=_drive([0.0, 0.0]), dataset_bytes=GIB // 4, memory_bytes=MEMORY
     )
     assert v.verdict == cd.NOT_DEFEATED
-    assert v.reason.startswith("the datasets (268435456 bytes) fit in twice")
-    assert "; the drive read 0 bytes, 0.0% of the 327680000 bytes" in v.reason
+    assert v.reason.startswith("the datasets (256.0 MiB) fit in twice")
+    assert "; the drive read 0 B, 0.0% of the 312.5 MiB" in v.reason
 
 
 @pytest.mark.parametrize(
