@@ -125,9 +125,7 @@ def test_datasets_fit_in_memory_even_with_drive_reads():
         BEFORE, after, drive_samples=drive, dataset_bytes=2 * MEMORY - 1, memory_bytes=MEMORY
     )
     assert v.verdict == cd.NOT_DEFEATED and v.fits_in_memory
-    assert v.reason == (
-        "the datasets (1024.0 MiB) fit in twice the DB host's memory (512.0 MiB)"
-    )
+    assert v.reason == ("the datasets (1024.0 MiB) fit in twice the DB host's memory (512.0 MiB)")
     # the rule is drivelab's: less than twice the memory; exactly twice does not fit
     v = cd.analyse(
         BEFORE, after, drive_samples=drive, dataset_bytes=2 * MEMORY, memory_bytes=MEMORY
