@@ -15,8 +15,18 @@ SCENARIO = "two-drives"
 HDD_FACTOR = 1 / 30
 
 
-def build_store(path: Path):
-    """A store as the runner will leave it, from tests/data outputs only."""
+def build_store(
+    path: Path,
+    *,
+    scenario: str = SCENARIO,
+    drives: tuple[tuple[str, float], ...] = (("hdd", HDD_FACTOR), ("ssd", 1.0)),
+    spec: dict | None = None,
+    repetitions: int = 3,
+    partial: tuple[str, int] = ("hdd", 2),
+):
+    """A store as the runner will leave it, from tests/data outputs only: each drive's
+    figures are the captured ones times its factor; ``partial`` names the drive and
+    repetition whose second client aborted (hdd's third run)."""
     from collector import stats  # noqa: PLC0415
     from collector.parse import fio, pg_test_fsync, pgbench  # noqa: PLC0415
     from collector.records import CellSpec, LatencyHistogram, RawOutput, RunRecord, Sample  # noqa: PLC0415
@@ -31,7 +41,8 @@ def build_store(path: Path):
     aborted_rc = pgbench.parse_rc((pg / "pgbench_fail_aborted_clients.rc").read_text())
 
     store = Store.open(path, clock=lambda: 1795234000.0)
-    sid = store.add_scenario(SCENARIO, {"drives": ["hdd", "ssd"], "repetitions": 3}, "hdd")
+    names = [d for d, _ in drives]
+    sid = store.add_scenario(scenario, {"drives": names, "repetitions": repetitions}, names[0])
     store.add_facts(sid, {"kernel": "6.1.0-18-amd64", "shared_buffers": "128MB"}, host="db")
     store.add_facts(sid, {"model": "lab loop 120 IOPS", "rotational": True}, "device", "db")
     result = fio.parse_fio_json((DATA / "fio" / "fio_randread_4k.json").read_text(), "randread")
@@ -41,9 +52,9 @@ def build_store(path: Path):
     )
     store.add_samples(pg_test_fsync.fsync_samples(fsync, {"drive": "ssd"}), sid)
 
-    for drive, factor in (("hdd", HDD_FACTOR), ("ssd", 1.0)):
-        cid = store.add_cell(sid, CellSpec(drive=drive, clients=2, scale=2))
-        for rep in range(3):
+    for drive, factor in drives:
+        cid = store.add_cell(sid, CellSpec(drive=drive, **(spec or {"clients": 2, "scale": 2})))
+        for rep in range(repetitions):
             clients, series, samples = [], [], []
             t_shift = rep * 100.0
             for ci, name in enumerate(("client1", "client2")):
@@ -53,7 +64,7 @@ def build_store(path: Path):
                     replace(p, start=p.start + offset, transactions=p.transactions * f)
                     for p in stats.series_from_agglog(name, agg)
                 ]
-                if drive == "hdd" and rep == 2 and ci == 1:
+                if (drive, rep) == partial and ci == 1:
                     cr = stats.client_result(
                         name,
                         pgbench.parse_report(aborted_out, "aborted.stdout"),

@@ -2,41 +2,65 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from collector.pretest import summarize
 from collector.records import RunStatus
-from collector.report import ScenarioView, fmt_cache, fmt_ms, fmt_ratio, fmt_runs, fmt_tps
+from collector.report import ScenarioView, fmt_cache, fmt_ms, fmt_ratio
+
+
+def shared_test(view: ScenarioView) -> str | None:
+    """The test every row shares (then printed once above the table), else None."""
+    tests = {cv.test for cv in view.cells}
+    return tests.pop() if len(tests) == 1 else None
 
 
 def table(view: ScenarioView) -> Table:
+    """The seeds' shape (drive, tps, ratio to the baseline) first; it fits 80 columns
+    when every row shares its test: the numbers never wrap, only a test column may."""
+    common = shared_test(view)
+    base = view.baseline or "-"
     t = Table(
-        title=f"{view.info.name}: tps over the window where all clients ran "
-        f"(mean ± 95% CI over complete runs)",
-        caption=f"baseline: {view.baseline or '-'}",
+        title=f"{view.info.name}: tps over the window where all clients ran",
+        caption=f"mean and 95% CI over complete runs; sum: pgbench's own tps, summed over"
+        f" the clients; runs: complete/stored; baseline: {base}",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        title_justify="left",
+        caption_justify="left",
     )
-    t.add_column("drive")
-    t.add_column("test")
-    t.add_column("tps ± CI", justify="right")
-    t.add_column("x baseline", justify="right")
-    t.add_column("pgbench sum", justify="right")
-    t.add_column("p95 ms", justify="right")
-    t.add_column("clients", justify="right")
-    t.add_column("runs", justify="right")
+    t.add_column("drive", no_wrap=common is not None, overflow="fold")
+    if common is None:
+        t.add_column("test", overflow="fold", ratio=1)
+    numbers = ("tps", "± CI", f"x {base}"[:12], "ratio CI", "sum", "p95 ms", "runs")
+    for name in numbers:
+        t.add_column(name, justify="right", no_wrap=True)
+    if common is None:
+        t.add_column("clients", justify="right", no_wrap=True)
     for cv in sorted(view.cells, key=lambda c: (c.test, view.drives.index(c.drive))):
         cs = cv.stats
-        t.add_row(
-            cv.drive,
-            cv.test,
-            fmt_tps(cs.tps),
-            fmt_ratio(cv.baseline_ratio, cv.is_baseline),
+        r = cv.baseline_ratio
+        ratio = fmt_ratio(r if r is None else replace(r, ci_low=None), cv.is_baseline)
+        ratio_ci = ""
+        if r is not None and r.ci_low is not None and not cv.is_baseline:
+            ratio_ci = f"{r.ci_low:.3g}-{r.ci_high:.3g}"  # three digits: 1.43-1.71, 29.7-35.5
+        row = [cv.drive] + ([] if common is not None else [cv.test])
+        row += [
+            "-" if cs.tps is None else f"{cs.tps.mean:,.1f}",
+            "" if cs.tps is None or cs.tps.half_width is None else f"{cs.tps.half_width:,.1f}",
+            ratio,
+            ratio_ci,
             f"{cs.tps_reported.mean:,.1f}" if cs.tps_reported else "-",
             fmt_ms(cs.latency_p95_s.mean if cs.latency_p95_s else None),
-            str(cs.clients),
-            fmt_runs(cs),
-        )
+            f"{cs.complete}/{cs.complete + cs.partial + cs.failed}",
+        ]
+        t.add_row(*row, *([] if common is not None else [str(cs.clients)]))
     return t
 
 
@@ -88,6 +112,11 @@ def pretest_table(view: ScenarioView) -> Table | None:
     return t
 
 
+def label(view: ScenarioView, cv) -> str:
+    """How a line names a cell: its drive, and its test unless every row shares it."""
+    return cv.drive if shared_test(view) is not None else f"{cv.drive} {cv.test}"
+
+
 def notes(view: ScenarioView) -> list[str]:
     """One line per run that was not averaged in, with its reason."""
     out = []
@@ -95,12 +124,12 @@ def notes(view: ScenarioView) -> list[str]:
         for r in cv.stats.runs:
             if r.status != RunStatus.COMPLETE:
                 out.append(
-                    f"{cv.drive} {cv.test} run {r.repetition}: {r.status.value}"
+                    f"{label(view, cv)} run {r.repetition}: {r.status.value}"
                     f" ({r.reason or 'no reason recorded'}), not averaged in"
                 )
             elif not r.windowed:
                 out.append(
-                    f"{cv.drive} {cv.test} run {r.repetition}: no per-second data, "
+                    f"{label(view, cv)} run {r.repetition}: no per-second data, "
                     "tps is pgbench's reported sum"
                 )
     return out
@@ -110,7 +139,7 @@ def cache_lines(view: ScenarioView) -> list[str]:
     """One line per cell whose latest run has cache figures (pg_stat_database and the
     drive's reads): the cache-defeat proof, or its absence."""
     return [
-        f"{cv.drive} {cv.test}: {fmt_cache(cv.database['cache'])}"
+        f"{label(view, cv)}: {fmt_cache(cv.database['cache'])}"
         for cv in view.cells
         if cv.database.get("cache")
     ]
@@ -118,7 +147,7 @@ def cache_lines(view: ScenarioView) -> list[str]:
 
 def warnings(view: ScenarioView) -> list[str]:
     """One line per cell whose runs carry a database warning (fits in RAM)."""
-    return [f"{cv.drive} {cv.test}: {w}" for cv in view.cells for w in cv.warnings]
+    return [f"{label(view, cv)}: {w}" for cv in view.cells for w in cv.warnings]
 
 
 def publish(views: list[ScenarioView], console: Console | None = None) -> None:
@@ -128,6 +157,9 @@ def publish(views: list[ScenarioView], console: Console | None = None) -> None:
             # the scenario's own words, as stored with it
             console.print(f"{view.info.name}: {escape(view.info.description.strip())}",
                           highlight=False)  # fmt: skip
+        common = shared_test(view)
+        if common is not None:
+            console.print(f"test: {escape(common)}", highlight=False)
         console.print(table(view))
         pre = pretest_table(view)
         if pre is not None:

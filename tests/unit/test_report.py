@@ -17,6 +17,7 @@ import pytest
 from collector import cli
 from collector.report import html, load, open_store
 from collector.store import Store
+from tests.conftest import build_store
 
 BIN = Path(sys.executable).parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -30,12 +31,48 @@ def wide(monkeypatch):
 def test_terminal_table(results_db, capsys, wide):
     assert cli.main(["report", "--db", str(results_db)]) == 0
     out = capsys.readouterr().out
-    hdd = next(line for line in out.splitlines() if "│ hdd" in line)
-    ssd = next(line for line in out.splitlines() if "│ ssd" in line)
-    assert "baseline" in hdd and "2 (+1 partial)" in hdd
-    assert "30.44x [28.30-32.74]" in ssd
-    assert "7,272.1 ± 523.7" in ssd and "8,239.8" in ssd and "1.73" in ssd
-    assert "hdd tpcb s2 2cl run 2: partial (client2: client 0 aborted" in " ".join(out.split())
+    hdd = next(line for line in out.splitlines() if line.startswith("hdd "))
+    ssd = next(line for line in out.splitlines() if line.startswith("ssd "))
+    assert "baseline" in hdd and hdd.endswith(" 2/3")
+    assert ssd.split()[3:5] == ["30.44x", "28.3-32.7"]
+    assert ssd.split()[1:3] == ["7,272.1", "523.7"] and "8,239.8" in ssd and "1.73" in ssd
+    assert "test: tpcb s2 2cl" in out
+    assert "hdd run 2: partial (client2: client 0 aborted" in " ".join(out.split())
+
+
+def test_seed_shaped_report_fits_80_columns(tmp_path, monkeypatch, capsys):
+    """The seeds' two-client result shape (four drive classes, one test, a partial run) in
+    80 columns, as in a log or CI: every row one line (two at most), the numbers whole, the
+    shared test printed once."""
+    spec = {
+        "workload": "tpcb", "filesystem": "ext4", "placement": "cluster", "scale": 34,
+        "clients": 2,
+        "params": {"clients_per_host": 4, "threads": 2, "duration": 15, "transactions": 0,
+                   "rate": 0},
+    }  # fmt: skip
+    drives = (("hdd7200", 1 / 25), ("nvme", 1.3), ("ssd", 1.0), ("hdd10k", 1 / 16))
+    db = tmp_path / "seed.db"
+    build_store(db, scenario="seed-two-clients", drives=drives, spec=spec,
+                partial=("hdd10k", 2)).close()  # fmt: skip
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("TERM", raising=False)
+    assert cli.main(["report", "--db", str(db)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    test = "tpcb ext4 cluster s34 2cl c4 j2 T15"
+    assert sum(line.count(test) for line in lines) == 1
+    assert all(len(line.rstrip()) <= 80 for line in lines)
+    header = next(i for i, line in enumerate(lines) if line.startswith("drive "))
+    for name in ("hdd7200", "nvme", "ssd", "hdd10k"):
+        first = next(i for i, line in enumerate(lines) if line.startswith(f"{name} "))
+        # a row's next line is another row, the table's end, or at most one continuation
+        rows_after = [i for i in range(first + 1, first + 3) if lines[i].split(" ")[0] in
+                      ("hdd7200", "nvme", "ssd", "hdd10k") or not lines[i].strip()
+                      or lines[i].startswith("mean and")]  # fmt: skip
+        assert rows_after, lines[first : first + 3]
+        assert first > header
+    nvme = next(line for line in lines if line.startswith("nvme "))
+    assert "x" in nvme and "9,4" in nvme  # tps and ratio whole on the row
+    assert any(line.lstrip().startswith("note hdd10k run 2: partial") for line in lines)
 
 
 def test_report_figures_match_the_stats(results_db):
@@ -55,7 +92,7 @@ def test_report_figures_match_the_stats(results_db):
 def test_baseline_option(results_db, capsys, wide):
     assert cli.main(["report", "two-drives", "--db", str(results_db), "--baseline", "ssd"]) == 0
     out = capsys.readouterr().out
-    assert "0.03x" in next(line for line in out.splitlines() if "│ hdd" in line)
+    assert "0.03x" in next(line for line in out.splitlines() if line.startswith("hdd "))
 
 
 def _drivelab(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
