@@ -52,8 +52,14 @@ def _svg(fig: Figure) -> str:
     return text[text.index("<svg") :]
 
 
+#: when the largest mean is this many times the smallest, the tps axis is logarithmic:
+#: drive classes 25x apart would otherwise leave the slow ones as slivers
+LOG_AXIS_SPREAD = 10.0
+
+
 def plot_tps(view: ScenarioView) -> str:
-    """Bars: mean tps of each cell, 95 % CI as error bars, grouped by test."""
+    """Bars: mean tps of each cell, 95 % CI as error bars, grouped by test, the figure
+    printed on each bar; a log axis when the means spread over LOG_AXIS_SPREAD or more."""
     cells = [c for c in view.cells if c.stats.tps is not None]
     fig = Figure(figsize=(9, 3.6))
     ax = fig.subplots()
@@ -64,6 +70,8 @@ def plot_tps(view: ScenarioView) -> str:
     drives = list(view.drives)
     width = 0.8 / max(len(drives), 1)
     colors = mpl.colormaps["tab10"]
+    means = [c.stats.tps.mean for c in cells if c.stats.tps.mean > 0]
+    log = bool(means) and max(means) >= LOG_AXIS_SPREAD * min(means)
     for di, drive in enumerate(drives):
         xs, ys, lo, hi = [], [], [], []
         for ti, test in enumerate(tests):
@@ -75,13 +83,51 @@ def plot_tps(view: ScenarioView) -> str:
                     lo.append(s.mean - s.ci_low if s.ci_low is not None else 0)
                     hi.append(s.ci_high - s.mean if s.ci_high is not None else 0)
         if xs:
-            ax.bar(
+            if log:  # an error bar may not reach zero or below on a log axis
+                lo = [min(d, y * 0.99) for d, y in zip(lo, ys, strict=True)]
+            bars = ax.bar(
                 xs, ys, width * 0.9, yerr=[lo, hi], capsize=4, label=drive, color=colors(di % 10)
             )
+            ax.bar_label(bars, labels=[f"{y:,.0f}" for y in ys], fontsize=7, padding=2)
     ax.set_xticks(range(len(tests)), tests, fontsize=8)
-    ax.set_ylabel("tps (all clients, concurrent window)")
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel("tps (all clients, window)" + (", log scale" if log else ""))
     ax.set_title("tps per drive, mean with 95% confidence interval")
     ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return _svg(fig)
+
+
+def plot_ratio(view: ScenarioView) -> str | None:
+    """Bars: each cell's tps as a multiple of the baseline drive's in the same test, with
+    its 95 % CI, on a log axis (1x is the baseline), the ratio printed on each bar. None
+    when no cell has a ratio."""
+    cells = [c for c in view.cells if c.baseline_ratio is not None]
+    if not cells:
+        return None
+    fig = Figure(figsize=(9, 3.2))
+    ax = fig.subplots()
+    labels = [c.drive if len({x.test for x in cells}) == 1 else f"{c.drive}\n{c.test}"
+              for c in cells]  # fmt: skip
+    ys = [c.baseline_ratio.ratio for c in cells]
+    lo = [r.ratio - r.ci_low if r.ci_low is not None else 0
+          for r in (c.baseline_ratio for c in cells)]  # fmt: skip
+    hi = [r.ci_high - r.ratio if r.ci_high is not None else 0
+          for r in (c.baseline_ratio for c in cells)]  # fmt: skip
+    lo = [min(d, y * 0.99) for d, y in zip(lo, ys, strict=True)]
+    colors = mpl.colormaps["tab10"]
+    drives = list(view.drives)
+    bars = ax.bar(range(len(cells)), ys, 0.6, yerr=[lo, hi], capsize=4,
+                  color=[colors(drives.index(c.drive) % 10) for c in cells])  # fmt: skip
+    ax.bar_label(bars, labels=[f"{y:.2f}x" if y < 10 else f"{y:.1f}x" for y in ys],
+                 fontsize=8, padding=2)  # fmt: skip
+    ax.set_xticks(range(len(cells)), labels, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylim(min(0.5, min(ys) / 2), max(2.0, max(ys) * 2.5))  # room for 1x and the labels
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_ylabel(f"x {view.baseline} (log scale)")
+    ax.set_title(f"tps as a multiple of {view.baseline}'s, with 95% confidence interval")
     ax.grid(axis="y", alpha=0.3)
     return _svg(fig)
 
@@ -291,7 +337,7 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
         if database:
             parts.append("<h3>Database</h3>")
             parts.append(database)
-        parts.append(f"<figure>{plot_tps(view)}</figure>")
+        parts += [f"<figure>{svg}</figure>" for svg in (plot_tps(view), plot_ratio(view)) if svg]
         runs = []
         for cv in view.cells:
             for r in cv.stats.runs:

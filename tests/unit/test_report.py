@@ -206,12 +206,15 @@ def test_html_is_self_contained(results_db, tmp_path, capsys):
     out = tmp_path / "report.html"
     assert cli.main(["report", "--db", str(results_db), "--html", str(out)]) == 0
     text = out.read_text()
-    assert text.count("<svg") >= 5  # tps bars, 2 series, latency, telemetry
+    assert text.count("<svg") >= 6  # tps bars, ratio bars, 2 series, latency, telemetry
     lowered = text.lower()
     for needle in ("<script", "<link", "<img", "<iframe", "@import", "url(http", "url(//", 'src="'):
         assert needle not in lowered, needle
     assert 'href="http' not in lowered.replace('xmlns:xlink="http', "")
     assert "tps per drive" in text and "Device telemetry" in text
+    # ssd is 30x hdd: the tps axis is logarithmic, and every bar carries its figure
+    assert "log scale" in text and "<!-- 7,272 -->" in text and "<!-- 239 -->" in text
+    assert "tps as a multiple of hdd" in text and "<!-- 30.4x -->" in text
     assert "client2: client 0 aborted" in text
 
 
