@@ -77,22 +77,36 @@ class Progress:
 
 
 def preflight(inventory: Path, console: Console) -> None:
-    """Every host answers over SSH before any drive is touched; else one line naming it."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    """Every host answers over SSH before any drive is touched; else one line naming it.
+    Read from Ansible's JSON output (its ``json`` callback), never from its words."""
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+    )
     argv = [ansible_bin("ansible"), "all", "-i", str(inventory), "-m", "ansible.builtin.ping",
-            "-o", "-T", "10"]  # fmt: skip
+            "-T", "10"]  # fmt: skip
     proc = subprocess.run(
         argv,
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
-    bad = [line for line in proc.stdout.splitlines() if "UNREACHABLE" in line or "FAILED" in line]
-    if proc.returncode != 0:
-        first = bad[0] if bad else (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        host = first.split("|")[0].strip()
+    try:
+        doc = json.loads(proc.stdout[proc.stdout.index("{") :])
+        results = doc["plays"][0]["tasks"][0]["hosts"]
+    except (ValueError, KeyError, IndexError):
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise DrivelabError(
-            f"preflight: host {host} does not answer over SSH: nothing was touched ({first[:200]})"
-        )
-    console.print(f"preflight: {proc.stdout.count('SUCCESS')} hosts answer over SSH")
+            f"preflight: ansible exited {proc.returncode}: nothing was touched ({last[:200]})"
+        ) from None
+    for host, res in sorted(results.items()):
+        if res.get("unreachable") or res.get("failed"):
+            why = " ".join(str(res.get("msg") or "no answer").split())
+            raise DrivelabError(
+                f"preflight: host {host} does not answer over SSH: nothing was touched"
+                f" ({why[:200]})"
+            )
+    console.print(f"preflight: {len(results)} hosts answer over SSH")
 
 
 class ScenarioRun:
