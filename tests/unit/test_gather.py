@@ -674,10 +674,11 @@ def test_gather_then_report(tmp_path, capsys, wide):
     assert out[0].endswith(" tps (window)")
     assert cli.main(["report", "--db", str(db)]) == 0
     report = capsys.readouterr().out
-    row = next(line for line in report.splitlines() if "│ nvme" in line)
-    assert "tpcb ext4 tablespace s20 2cl" in row and f"{2 * RUN1_TPS:,.1f}" in row
+    row = next(line for line in report.splitlines() if line.startswith("nvme "))
+    assert "test: tpcb ext4 tablespace s20 2cl c4 j2 T15" in report
+    assert f"{2 * RUN1_TPS:,.1f}" in row
     flat = " ".join(report.split())
-    assert f"warning nvme tpcb ext4 tablespace s20 2cl c4 j2 T15: {WARNING}" in flat
+    assert f"warning nvme: {WARNING}" in flat
 
 
 def test_gather_a_scenario_folder_and_a_bad_one(tmp_path, capsys):
