@@ -1203,10 +1203,9 @@ JINJA = re.compile(r"{{(.*?)}}|{%(.*?)%}", re.S)
 #: free-form command strings (split on spaces, no shell) and what each expression is:
 #: none comes from a scenario unchecked
 COMMAND_VARS = {
-    # PostgreSQL major version, set by version.yml: the role default, or the last line of postgresql-common's supported-versions
-    "__pgbench_database_pg_version": "role default or supported-versions",
-    "__pgbench_run_pg_version": "role default or supported-versions",
-    "__postgresql_server_version": "role default or supported-versions",
+    # PostgreSQL major version, set by roles/drivelab/tasks/version.yml: drivelab_pg_version,
+    # or the last line of postgresql-common's supported-versions
+    "drivelab_pg_major": "drivelab_pg_version or supported-versions",
     # drivelab or drivelab_<filesystem>: scenario.DRIVE_NAME, preflight_name_pattern
     "pgbench_run_cluster": "drivelab[_<drive>]",
     "postgresql_server_cluster": "drivelab[_<drive>]",

@@ -34,8 +34,8 @@ def render(version: int) -> list[str]:
     text = env.from_string(TEMPLATE.read_text()).render(
         ansible_managed="managed",
         __postgresql_server_listen="10.213.0.2",
-        postgresql_server_port=5433,
-        __postgresql_server_version=str(version),
+        drivelab_pg_port=5433,
+        drivelab_pg_major=str(version),
         __postgresql_server_settings={},
     )
     return [m[1] for m in re.finditer(r"^([a-z_]+) = ", text, re.M)]
