@@ -454,6 +454,7 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     ]
     record = RunRecord(
         repetition=meta.repetition,
+        attempt=meta.attempt,
         status=status,
         clients=results,
         reason=reason,

@@ -28,7 +28,9 @@ def summary_line(gathered) -> str:
         tps = "no tps"
     else:
         tps = f"{rs.tps:,.1f} tps " + ("(window)" if rs.windowed else "(pgbench sum)")
-    return f"{gathered.scenario}/{gathered.cell_id} rep {gathered.run.repetition}: {status}, {tps}"
+    run = gathered.run
+    attempt = f" attempt {run.attempt}" if run.attempt > 1 else ""
+    return f"{gathered.scenario}/{gathered.cell_id} rep {run.repetition}{attempt}: {status}, {tps}"
 
 
 def cmd_gather(args: argparse.Namespace) -> int:

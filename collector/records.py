@@ -456,7 +456,8 @@ class RawOutput:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One repetition of one cell, as the runner hands it to the store."""
+    """One attempt at one repetition of one cell, as the runner hands it to the store
+    (``attempt`` 1, or the retry's number when a partial or failed one was run again)."""
 
     repetition: int
     status: RunStatus
@@ -469,3 +470,4 @@ class RunRecord:
     raw_outputs: tuple[RawOutput, ...] = ()
     samples: tuple[Sample, ...] = ()
     facts: Mapping[str, Any] = field(default_factory=dict)
+    attempt: int = 1

@@ -1,7 +1,7 @@
 """A run folder, the one contract between the runner (which writes it, with the
 playbooks' outputs fetched into it) and :mod:`collector.gather` (which reads it)::
 
-    <results>/runs/<scenario>/<cell_id>/rep-<N>/
+    <results>/runs/<scenario>/<cell_id>/rep-<N>/   (a retry: rep-<N>-attempt-<K>/)
         run.json                 :class:`RunMeta`: scenario, cell, hosts, options, times
         db/database.json         dataset sizes, DB memory, the "fits in RAM" warning, init
                                  times, PostgreSQL version and settings, WAL placement
@@ -47,6 +47,13 @@ CELL_FIELDS = (
     "write_cache", "mkfs_options", "mount_options",
 )  # fmt: skip
 WRITE_CACHE_STATES = ("leave", "on", "off")
+
+
+def rep_dir(cell_dir: Path, repetition: int, attempt: int = 1) -> Path:
+    """The run folder of one attempt at one repetition: ``rep-N`` for the first,
+    ``rep-N-attempt-K`` for a retry, so every attempt's outputs are kept."""
+    name = f"rep-{repetition}" if attempt == 1 else f"rep-{repetition}-attempt-{attempt}"
+    return cell_dir / name
 
 
 def write_json(path: Path, doc: Any) -> None:
@@ -164,6 +171,8 @@ class RunMeta:
     ended_at: float | None = None
     ansible_failures: tuple[Mapping[str, Any], ...] = ()
     path: Path | None = None
+    #: 1, or the retry's number (a partial or failed attempt run again)
+    attempt: int = 1
 
     @property
     def log(self) -> str:
@@ -186,6 +195,7 @@ class RunMeta:
             "cell_id": self.cell_id,
             "cell": self.cell.to_json(),
             "repetition": self.repetition,
+            "attempt": self.attempt,
             "db_host": self.db_host,
             "client_hosts": list(self.client_hosts),
             "pgbench": dict(self.pgbench),
@@ -213,6 +223,9 @@ class RunMeta:
         repetition = c.get(doc, "repetition", (int,))
         if repetition < 0:
             raise c.fail(f"'repetition' must be 0 or more, not {repetition}")
+        attempt = c.get(doc, "attempt", (int,), required=False, default=1)
+        if attempt < 1:
+            raise c.fail(f"'attempt' must be 1 or more, not {attempt}")
         hosts = c.get(doc, "client_hosts", (list,))
         if not hosts or not all(isinstance(h, str) and h for h in hosts):
             raise c.fail(
@@ -246,6 +259,7 @@ class RunMeta:
             cell_id=cell_id,
             cell=_cell_spec(c, cell, len(hosts)),
             repetition=repetition,
+            attempt=attempt,
             db_host=c.get(doc, "db_host", (str,), required=False),
             client_hosts=tuple(hosts),
             pgbench=opts,

@@ -30,7 +30,7 @@ from collector.cell import Cell, PgbenchOptions
 from collector.gather import record_run_dir
 from collector.paths import LOCAL_INVENTORY, REPO
 from collector.playbook import PlaybookResult, run_playbook
-from collector.runfolder import CLIENT_FILES, DB_DIR, RunMeta
+from collector.runfolder import CLIENT_FILES, DB_DIR, RunMeta, rep_dir
 from collector.store import Store
 
 __all__ = ["Cell", "PgbenchOptions"]  # the data of a cell, used with these stages
@@ -192,12 +192,14 @@ def run_pgbench(
     synchronized: bool = True,
     live: Callable[[Path, list[str]], AbstractContextManager[Any]] | None = None,
     scenario_info: Mapping[str, Any] | None = None,
+    attempt: int = 1,
 ) -> Path:
     """One measured run; returns its run folder (outputs fetched, run.json written).
     ``live(run_dir, hosts)``, when given, is entered around the playbook (the live view
     of :mod:`collector.live`: it follows the clients' progress while they run).
-    ``scenario_info`` (description, baseline) goes into run.json with the cell."""
-    run_dir = cell.cell_dir(root) / f"rep-{repetition}"
+    ``scenario_info`` (description, baseline) goes into run.json with the cell; a retry
+    (``attempt`` 2 or more) gets a folder of its own beside the earlier attempts'."""
+    run_dir = rep_dir(cell.cell_dir(root), repetition, attempt)
     if run_dir.exists():
         shutil.rmtree(run_dir)  # an earlier, unfinished attempt at this repetition
     run_dir.mkdir(parents=True)
@@ -206,7 +208,7 @@ def run_pgbench(
     cell_db = cell.cell_dir(root) / DB_DIR
     if cell_db.is_dir():
         shutil.copytree(cell_db, run_dir / DB_DIR)
-    meta = run_meta(cell, repetition, hosts, db_host, scenario_info)
+    meta = replace(run_meta(cell, repetition, hosts, db_host, scenario_info), attempt=attempt)
     meta.write(run_dir)
     extra = {
         **cell.pgbench.extra_vars(),

@@ -184,7 +184,8 @@ class ScenarioRun:
         cell = planned.cell
         head = f"[{planned.index}/{planned.total}] {cell.cell_id}"
         with Store.open(self.opts.db) as store:
-            have = store.repetitions(cell.scenario, cell.spec)
+            attempts = store.attempts(cell.scenario, cell.spec)
+        have = {r: "complete" if "complete" in seen else seen[-1] for r, seen in attempts.items()}
         want = planned.repetitions if planned.adaptive is None else planned.adaptive.max
         if all(have.get(r) == "complete" for r in range(want)):
             self.console.print(f"{head}: all {want} repetitions stored, skipped")
@@ -215,7 +216,13 @@ class ScenarioRun:
                     f"{head}: 95% CI ±{ci_pct(tps):.1f}% of the mean after {rep} runs: enough"
                 )
                 break
-            self.run_one(planned, rep, head, tps)
+            # a partial or failed attempt is run again, up to ``retries`` times; each
+            # attempt keeps its own folder and stored run, numbered after earlier ones'
+            before = len(attempts.get(rep, []))
+            for retry in range(planned.retries + 1):
+                last = retry == planned.retries
+                if self.run_one(planned, rep, head, tps, attempt=before + retry + 1, last=last):
+                    break
         if planned.adaptive and ci_pct(tps) is not None:
             self.console.print(
                 f"{head}: {len(tps)} complete runs, 95% CI ±{ci_pct(tps):.1f}% of the mean"
@@ -286,14 +293,23 @@ class ScenarioRun:
             f" {len(samples)} figures stored"
         )
 
-    def run_one(self, planned: PlannedCell, rep: int, head: str, tps: list[float]) -> None:
-        """One repetition: run, gather, store, telemetry; its line on the console."""
+    def run_one(  # noqa: PLR0917  (one repetition, spelled out)
+        self,
+        planned: PlannedCell,
+        rep: int,
+        head: str,
+        tps: list[float],
+        attempt: int = 1,
+        last: bool = True,
+    ) -> bool:
+        """One attempt at a repetition: run, gather, store, telemetry; its line on the
+        console. True when it is complete; ``last``: no retry follows a partial one."""
         cell = planned.cell
         live = None if not self.opts.live else partial(self.live_view, planned, rep)
         run_dir = runner.run_pgbench(
             cell, rep, client_hosts=self.clients, db_host=self.db_host,
             inventory=self.opts.inventory, stream=self.opts.verbose, live=live,
-            scenario_info=self.info,
+            scenario_info=self.info, attempt=attempt,
         )  # fmt: skip
         gathered = gather_run(run_dir)
         with Store.open(self.opts.db) as store:
@@ -301,20 +317,26 @@ class ScenarioRun:
         if self.prom_url:
             self.run_telemetry(gathered, run_id)
         st = gathered.stats()
-        self.progress.done += 1
+        complete = st.status.value == "complete" and bool(st.tps)
+        if complete or last:
+            self.progress.done += 1
         figure = f"{st.tps:,.1f} tps" if st.tps else "no tps"
         reason = f" ({st.reason})" if st.reason else ""
+        which = f"rep {rep}" + (f" attempt {attempt}" if attempt > 1 else "")
         self.console.print(
-            f"{head} rep {rep}: {st.status.value}, {figure}{reason}  {self.progress.line()}"
+            f"{head} {which}: {st.status.value}, {figure}{reason}  {self.progress.line()}"
         )
-        if st.status.value == "complete" and st.tps:
+        if complete:
             tps.append(st.tps)
-            return
+            return True
         self.progress.problems += 1
         if self.opts.fail_fast:
             raise DrivelabError(
-                f"{cell.cell_id} rep {rep}: {st.status.value} ({st.reason}); --fail-fast"
+                f"{cell.cell_id} {which}: {st.status.value} ({st.reason}); --fail-fast"
             )
+        if not last:
+            self.console.print(f"{head} {which}: kept as {st.status.value}; running it again")
+        return False
 
     # ------------------------------------------------------------------ around a run
 

@@ -229,6 +229,13 @@ class RunStats:
     failed: int | None
     per_client_tps: Mapping[str, float] = field(default_factory=dict)
     run_id: int | None = None
+    #: 1, or the retry's number (a partial or failed attempt at the repetition run again)
+    attempt: int = 1
+
+    @property
+    def name(self) -> str:
+        """``run 2``, or ``run 2 attempt 2`` for a retry."""
+        return f"run {self.repetition}" + (f" attempt {self.attempt}" if self.attempt > 1 else "")
 
 
 def run_stats(
@@ -239,6 +246,7 @@ def run_stats(
     reason: str | None = None,
     repetition: int = 0,
     run_id: int | None = None,
+    attempt: int = 1,
 ) -> RunStats:
     """Aggregate one run's clients. Windowed tps needs every client's span and a
     series for every client; otherwise it is ``None`` and ``tps`` falls back to
@@ -273,6 +281,7 @@ def run_stats(
     fails = [c.failed for c in clients]
     return RunStats(
         repetition=repetition,
+        attempt=attempt,
         status=RunStatus(status),
         reason=reason,
         clients=len(clients),

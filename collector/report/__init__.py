@@ -132,6 +132,7 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
                 reason=run.reason,
                 repetition=run.repetition,
                 run_id=run.id,
+                attempt=run.attempt,
             )
             runs.append(rs)
             rf = run_facts.get(run.id, {})
@@ -270,6 +271,7 @@ def run_rows(view: ScenarioView) -> list[dict]:
                     "drive": cv.drive,
                     "test": cv.test,
                     "repetition": r.repetition,
+                    "attempt": r.attempt,
                     "status": r.status.value,
                     "reason": r.reason,
                     "clients": r.clients,

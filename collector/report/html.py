@@ -348,7 +348,8 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
                         [
                             cv.drive,
                             cv.test,
-                            str(r.repetition),
+                            str(r.repetition)
+                            + (f" (attempt {r.attempt})" if r.attempt > 1 else ""),
                             r.status.value,
                             "-"
                             if r.tps is None

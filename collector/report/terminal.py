@@ -124,13 +124,12 @@ def notes(view: ScenarioView) -> list[str]:
         for r in cv.stats.runs:
             if r.status != RunStatus.COMPLETE:
                 out.append(
-                    f"{label(view, cv)} run {r.repetition}: {r.status.value}"
+                    f"{label(view, cv)} {r.name}: {r.status.value}"
                     f" ({r.reason or 'no reason recorded'}), not averaged in"
                 )
             elif not r.windowed:
                 out.append(
-                    f"{label(view, cv)} run {r.repetition}: no per-second data, "
-                    "tps is pgbench's reported sum"
+                    f"{label(view, cv)} {r.name}: no per-second data, tps is pgbench's reported sum"
                 )
     return out
 

@@ -43,6 +43,8 @@ class PlannedCell:
     pretests: dict[str, Any]
     index: int  # 1-based position in the run order
     total: int
+    #: how many times a partial or failed repetition is run again in the same run
+    retries: int = 1
 
     @property
     def cell_id(self) -> str:
@@ -135,6 +137,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
             pretests=dict(pre),
             index=i,
             total=total,
+            retries=s.retries,
         )
         for i, (cell, request, wc, pre) in enumerate(rows, start=1)
     ]

@@ -72,7 +72,8 @@ def plan_text(s: Scenario, cells: list[PlannedCell], hosts_by_count: bool = Fals
     lines = [
         f"scenario {s.name}{size}: {len(cells)} cells x {reps}",
         f"pgbench -c {w.clients_per_host} -j {w.threads} {length} ({w.mode}) per client host"
-        + (f", baseline {s.baseline}" if s.baseline else ""),
+        + (f", baseline {s.baseline}" if s.baseline else "")
+        + f", {s.retries} retr{'y' if s.retries == 1 else 'ies'}",
     ]
     width = max((len(c.cell_id) for c in cells), default=4)
     lines.append(f"{'#':>5}  {'cell':<{width}}  {'hosts':<18}  {'reps':>4}  estimate")

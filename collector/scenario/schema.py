@@ -304,6 +304,8 @@ class Scenario(Strict):
         Field(min_length=1, max_length=32),
     ] = Field(default_factory=lambda: [1])
     repetitions: Repetitions = 3
+    #: a partial or failed repetition is run again up to this many times in the same run
+    retries: int = Field(1, ge=0, le=10)
     pretests: Annotated[Pretests, BeforeValidator(_pretests)] = Field(default_factory=Pretests)
     sizes: dict[str, dict[str, Any]] = Field(default_factory=dict)
 

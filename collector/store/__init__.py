@@ -129,15 +129,27 @@ class Store(Reads):
                 raise DrivelabError(f"{self.path}: an SQLite file, but not a drivelab store")
             if not create:
                 raise DrivelabError(f"{self.path}: empty results store: run a scenario first")
-        for version in range(current + 1, SCHEMA_VERSION + 1):
-            with self.transaction() as cur:
-                for step in MIGRATIONS[version]:
-                    if callable(step):
-                        step(cur)
-                    else:
-                        cur.execute(step)
-                cur.execute("DELETE FROM schema_version")
-                cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+        # a step may make a table anew (SQLite's way to change a constraint): with foreign
+        # keys on, dropping the old table would delete every row that refers to it
+        self.conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                with self.transaction() as cur:
+                    for step in MIGRATIONS[version]:
+                        if callable(step):
+                            step(cur)
+                        else:
+                            cur.execute(step)
+                    bad = cur.execute("PRAGMA foreign_key_check").fetchall()
+                    if bad:
+                        raise DrivelabError(
+                            f"{self.path}: migrating to version {version} broke references"
+                            f" ({bad[0]}): the store is left at version {version - 1}"
+                        )
+                    cur.execute("DELETE FROM schema_version")
+                    cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+        finally:
+            self.conn.execute("PRAGMA foreign_keys = ON")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Cursor]:
@@ -212,15 +224,27 @@ class Store(Reads):
             )
             return int(cur.lastrowid)
 
-    def repetitions(self, scenario: str, cell: CellSpec) -> dict[int, RunStatus]:
-        """{repetition: status} of the stored runs of one cell of a scenario: what a
-        resumed run skips."""
+    def attempts(self, scenario: str, cell: CellSpec) -> dict[int, list[RunStatus]]:
+        """{repetition: [status of attempt 1, attempt 2, ...]} of the stored runs of one
+        cell of a scenario (an attempt never stored is absent from its list)."""
         rows = self.conn.execute(
-            "SELECT r.repetition, r.status FROM runs r JOIN cells c ON c.id = r.cell_id"
-            " JOIN scenarios s ON s.id = c.scenario_id WHERE s.name = ? AND c.key = ?",
+            "SELECT r.repetition, r.attempt, r.status FROM runs r"
+            " JOIN cells c ON c.id = r.cell_id JOIN scenarios s ON s.id = c.scenario_id"
+            " WHERE s.name = ? AND c.key = ? ORDER BY r.repetition, r.attempt",
             (scenario, cell.key),
         ).fetchall()
-        return {int(rep): RunStatus(status) for rep, status in rows}
+        out: dict[int, list[RunStatus]] = {}
+        for rep, _attempt, status in rows:
+            out.setdefault(int(rep), []).append(RunStatus(status))
+        return out
+
+    def repetitions(self, scenario: str, cell: CellSpec) -> dict[int, RunStatus]:
+        """{repetition: status} of one cell of a scenario: complete when any attempt of it
+        is, else its last attempt's status. What a resumed run skips."""
+        return {
+            rep: RunStatus.COMPLETE if RunStatus.COMPLETE in seen else seen[-1]
+            for rep, seen in self.attempts(scenario, cell).items()
+        }
 
     def has_run(self, cell_id: int, repetition: int, complete_only: bool = False) -> bool:
         """Whether this repetition is stored (and, with ``complete_only``, complete):
@@ -243,21 +267,23 @@ class Store(Reads):
         stored with the run too, so that replacing the run replaces them."""
         with self.transaction() as cur:
             old = cur.execute(
-                "SELECT id FROM runs WHERE cell_id = ? AND repetition = ?",
-                (cell_id, run.repetition),
+                "SELECT id FROM runs WHERE cell_id = ? AND repetition = ? AND attempt = ?",
+                (cell_id, run.repetition, run.attempt),
             ).fetchone()
             if old:
                 if not replace:
+                    attempt = f" attempt {run.attempt}" if run.attempt > 1 else ""
                     raise DrivelabError(
-                        f"cell {cell_id} repetition {run.repetition} is already stored"
+                        f"cell {cell_id} repetition {run.repetition}{attempt} is already stored"
                     )
                 cur.execute("DELETE FROM runs WHERE id = ?", (old[0],))
             cur.execute(
-                "INSERT INTO runs (cell_id, repetition, status, reason, started_at, ended_at,"
-                " commands_json, recorded_at) VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO runs (cell_id, repetition, attempt, status, reason, started_at,"
+                " ended_at, commands_json, recorded_at) VALUES (?,?,?,?,?,?,?,?,?)",
                 (
                     cell_id,
                     run.repetition,
+                    run.attempt,
                     RunStatus(run.status).value,
                     run.reason,
                     run.started_at,

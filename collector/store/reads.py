@@ -61,12 +61,22 @@ class Reads:
 
     def runs(self, cell_id: int) -> list[StoredRun]:
         rows = self.conn.execute(
-            "SELECT id, cell_id, repetition, status, reason, started_at, ended_at, commands_json"
-            " FROM runs WHERE cell_id = ? ORDER BY repetition",
+            "SELECT id, cell_id, repetition, status, reason, started_at, ended_at, commands_json,"
+            " attempt FROM runs WHERE cell_id = ? ORDER BY repetition, attempt",
             (cell_id,),
         ).fetchall()
         return [
-            StoredRun(r[0], r[1], r[2], RunStatus(r[3]), r[4], r[5], r[6], tuple(json.loads(r[7])))
+            StoredRun(
+                r[0],
+                r[1],
+                r[2],
+                RunStatus(r[3]),
+                r[4],
+                r[5],
+                r[6],
+                tuple(json.loads(r[7])),
+                attempt=r[8],
+            )
             for r in rows
         ]
 

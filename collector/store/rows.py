@@ -30,6 +30,8 @@ class StoredRun:
     started_at: float | None
     ended_at: float | None
     commands: tuple[str, ...]
+    #: 1, or the retry's number when a partial or failed attempt was run again
+    attempt: int = 1
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,27 @@ MIGRATIONS: dict[int, tuple[str | Callable[[sqlite3.Cursor], None], ...]] = {
             path TEXT NOT NULL)""",
     ),
     2: (
+        # a repetition may be attempted more than once (retries): runs are unique per
+        # cell, repetition and attempt. SQLite cannot change a UNIQUE constraint in
+        # place: the table is made anew and its rows copied, ids kept (Store._migrate
+        # turns foreign keys off around it, so no row that refers to a run is touched)
+        f"""CREATE TABLE runs_v2 (
+            id INTEGER PRIMARY KEY,
+            cell_id INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
+            repetition INTEGER NOT NULL,
+            attempt INTEGER NOT NULL DEFAULT 1,
+            status TEXT NOT NULL CHECK (status IN {_STATUSES}),
+            reason TEXT,
+            started_at REAL,
+            ended_at REAL,
+            commands_json TEXT NOT NULL DEFAULT '[]',
+            recorded_at REAL NOT NULL,
+            UNIQUE (cell_id, repetition, attempt))""",
+        "INSERT INTO runs_v2 (id, cell_id, repetition, status, reason, started_at, ended_at,"
+        " commands_json, recorded_at) SELECT id, cell_id, repetition, status, reason,"
+        " started_at, ended_at, commands_json, recorded_at FROM runs",
+        "DROP TABLE runs",
+        "ALTER TABLE runs_v2 RENAME TO runs",
         "ALTER TABLE scenarios ADD COLUMN description TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE cells ADD COLUMN write_cache TEXT NOT NULL DEFAULT 'leave'",
         "ALTER TABLE cells ADD COLUMN filesystem_json TEXT NOT NULL DEFAULT '{}'",

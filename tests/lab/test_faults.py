@@ -25,7 +25,9 @@ pytestmark = pytest.mark.lab
 SECRETS = Path.home() / ".local/share/drivelab/secrets/dbhost"
 
 
-def write_scenario(tmp_path: Path, name: str, drives: str = "[nvme]", reps: int = 1, log="full"):
+def write_scenario(  # noqa: PLR0917  (a scenario, spelled out)
+    tmp_path: Path, name: str, drives: str = "[nvme]", reps: int = 1, log="full", retries: int = 0
+):
     path = tmp_path / f"{name}.yml"
     path.write_text(
         textwrap.dedent(f"""\
@@ -36,6 +38,7 @@ def write_scenario(tmp_path: Path, name: str, drives: str = "[nvme]", reps: int 
             workload: {{scale: [2], clients_per_host: 2, threads: 1, duration: 8, log: {log}}}
             hosts: [2]
             repetitions: {reps}
+            retries: {retries}
         """)
     )
     return path
@@ -103,8 +106,11 @@ def runs(db: Path) -> list[tuple[str, int, str, str | None]]:
         return sorted(out)
 
 
-def test_a_killed_client_leaves_a_partial_run_and_the_scenario_goes_on(lab2, tmp_path):
-    path = write_scenario(tmp_path, "fault-kill-client", reps=2)
+def test_a_killed_client_leaves_a_partial_attempt_and_the_repetition_is_run_again(lab2, tmp_path):
+    """One repetition asked, one retry allowed: client2's pgbench killed in the first
+    attempt leaves it partial (kept, not averaged in), the second attempt completes in the
+    same run, so the cell ends with the one complete run it asked for."""
+    path = write_scenario(tmp_path, "fault-kill-client", reps=1, retries=1)
     results = tmp_path / "results"
     proc = start_run(path, results)
     try:
@@ -118,17 +124,20 @@ def test_a_killed_client_leaves_a_partial_run_and_the_scenario_goes_on(lab2, tmp
     finally:
         out = finish(proc)
     assert proc.returncode == 0, out[-3000:]
-    (r0, r1) = runs(results / "drivelab.db")
-    assert r0[:3] == ("nvme", 0, "partial") and "client2" in r0[3], r0
-    assert r1[:3] == ("nvme", 1, "complete"), r1
     assert gone_after < 10, f"backends lingered {gone_after:.1f} s"
-    # the user is told, and the partial run is not averaged in
-    assert "rep 0: partial" in out
-    assert "run 0: partial" in out and "not averaged in" in out
     with Store.open(results / "drivelab.db", create=False) as store:
         ((cid, _),) = store.cells(store.scenarios()[0].id)
-        complete = [r for r in store.runs(cid) if r.status.value == "complete"]
-    assert len(complete) == 1
+        attempts = [(r.repetition, r.attempt, r.status.value, r.reason) for r in store.runs(cid)]
+    (first, second) = attempts
+    assert first[:3] == (0, 1, "partial") and "client2" in first[3], first
+    assert second[:3] == (0, 2, "complete"), second
+    # each attempt keeps its folder
+    cell_dir = next((results / "runs" / "fault-kill-client").iterdir())
+    assert sorted(p.name for p in cell_dir.glob("rep-*")) == ["rep-0", "rep-0-attempt-2"]
+    # the user is told, and the partial attempt is not averaged in
+    assert "rep 0: partial" in out and "running it again" in out
+    assert "rep 0 attempt 2: complete" in out
+    assert "run 0: partial" in out and "not averaged in" in out
 
 
 def unreachable_in_pgbench_log(results: Path, host: str) -> bool:

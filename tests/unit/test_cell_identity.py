@@ -127,6 +127,11 @@ def test_a_version_1_store_gets_the_write_cache_of_its_cells(tmp_path):
             " VALUES (1, ?, 'run', 'cell_id', ?)",
             (cid, json.dumps(f"x-ext4-tablespace-s20-h2-tpcb{suffix}")),
         )
+        conn.execute(
+            "INSERT INTO client_results (run_id, client, status, tps) VALUES (?, 'client1',"
+            " 'complete', ?)",
+            (cid, 100.0 * cid),
+        )
     conn.close()
     with Store.open(path) as store:
         assert store.version() == store_mod.SCHEMA_VERSION
@@ -136,7 +141,10 @@ def test_a_version_1_store_gets_the_write_cache_of_its_cells(tmp_path):
             "ssd tpcb ext4 tablespace s20 2cl c4 wc off",
             "hdd tpcb ext4 tablespace s20 2cl c4",
         )
-        assert [r.repetition for r in store.runs(c1)] == [0]
+        # the runs table was made anew (attempts): every run and what refers to it kept
+        assert [(r.repetition, r.attempt) for r in store.runs(c1)] == [(0, 1)]
         assert [r.repetition for r in store.runs(c2)] == [0]
+        assert [c.tps for c in store.client_results(store.runs(c2)[0].id)] == [200.0]
+        assert store.conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
         assert store.repetitions("old", wc) == {0: RunStatus.COMPLETE}
         assert store.scenario("old").description == ""

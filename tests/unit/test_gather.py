@@ -16,6 +16,7 @@ from collector import cli, gather
 from collector.errors import DrivelabError
 from collector.records import RunStatus
 from collector.report import html, load
+from collector.runfolder import rep_dir
 from collector.store import Store
 from tests.conftest import DATA
 
@@ -745,3 +746,21 @@ def test_buffer_counters_missing_or_broken(tmp_path):
     (tmp_path / "pg_stat-after.json").write_text('{"when": "after", "databases": []}')
     with pytest.raises(DrivelabError, match=r"pg_stat-before.json: 'databases' must be a list"):
         gather.read_buffer_counters(tmp_path)
+
+
+def test_a_retry_is_its_own_attempt(tmp_path):
+    """A retry's run folder (rep-N-attempt-K) says its attempt in run.json; gathered, it is
+    stored beside the first attempt, not over it."""
+    first = make_run(tmp_path / "a", two(), rep=0)
+    second = make_run(tmp_path / "b", two(), rep=0, run_extra={"attempt": 2})
+    assert rep_dir(tmp_path, 0, 1).name == "rep-0"
+    assert rep_dir(tmp_path, 0, 2).name == "rep-0-attempt-2"
+    db = tmp_path / "d.db"
+    with Store.open(db) as store:
+        gather.record_run_dir(store, first)
+        gather.record_run_dir(store, second)
+        ((cid, _),) = store.cells(store.scenario("two-client").id)
+        assert [(r.repetition, r.attempt) for r in store.runs(cid)] == [(0, 1), (0, 2)]
+    bad = make_run(tmp_path / "c", two(), rep=0, run_extra={"attempt": 0})
+    with pytest.raises(DrivelabError, match="'attempt' must be 1 or more, not 0"):
+        gather.gather_run(bad)

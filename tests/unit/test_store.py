@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,26 @@ def test_realistic_store_round_trip(results_db):
         assert facts[("device", "rotational")] is True
         assert facts[("environment", "kernel")] == "6.1.0-18-amd64"
         assert facts[("run", "pgbench_version")] == "15.18 (Debian 15.18-0+deb12u1)"
+
+
+def test_attempts_at_a_repetition_are_kept_apart(tmp_path):
+    """A partial repetition run again (a retry) is a second attempt: both are stored, the
+    complete one is what resume and the statistics count."""
+    spec = CellSpec("ssd", clients=2)
+    with Store.open(tmp_path / "d.db") as s:
+        cid = s.add_cell(s.add_scenario("retry"), spec)
+        first = _run(0, ClientResult("a", tps=1.0), status=RunStatus.PARTIAL)
+        s.record_run(cid, first)
+        assert s.repetitions("retry", spec) == {0: RunStatus.PARTIAL}
+        s.record_run(cid, replace(first, attempt=2, status=RunStatus.COMPLETE))
+        assert [(r.repetition, r.attempt, r.status) for r in s.runs(cid)] == [
+            (0, 1, RunStatus.PARTIAL),
+            (0, 2, RunStatus.COMPLETE),
+        ]
+        assert s.attempts("retry", spec) == {0: [RunStatus.PARTIAL, RunStatus.COMPLETE]}
+        assert s.repetitions("retry", spec) == {0: RunStatus.COMPLETE}
+        # gathering an attempt's folder again replaces that attempt only
+        s.record_run(cid, replace(first, attempt=2, status=RunStatus.FAILED))
+        assert s.attempts("retry", spec) == {0: [RunStatus.PARTIAL, RunStatus.FAILED]}
+        with pytest.raises(DrivelabError, match="repetition 0 attempt 2 is already stored"):
+            s.record_run(cid, replace(first, attempt=2), replace=False)
