@@ -19,7 +19,7 @@ APT_PACKAGES := postgresql postgresql-client postgresql-contrib fio openssh-serv
 help:
 	@echo "make demo    build the local lab, run the two-client scenario (lab size), print the report"
 	@echo "make test    lint + unit + lab tests (installs what it needs)"
-	@echo "make bench   timing scripts in bench/, figures into docs/benchmarks.md"
+	@echo "make bench   every script in bench/, each writing its section of docs/benchmarks.md (hours)"
 	@echo "make down    tear the local lab down"
 
 setup: apt venv
@@ -88,6 +88,9 @@ bench: setup
 	$(BIN)/python bench/ansible_tuning.py
 	$(BIN)/python bench/client_scale.py
 	$(BIN)/python bench/fidelity.py
+	$(BIN)/python bench/demo_timing.py
+	$(BIN)/python bench/lab_kinds.py
+	$(BIN)/python bench/controller_trixie.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -361,3 +361,17 @@ def usage(samples: list[ProcSample], start: float, end: float) -> Usage | None:
 
 def mib(n: int) -> str:
     return f"{n / 1024**2:.0f} MiB"
+
+
+def launch_lead() -> str:
+    """The start lead as playbooks/pgbench.yml computes it (read from the playbook and
+    the role's default, so this text cannot drift from what ran)."""
+    play = (REPO / "playbooks" / "pgbench.yml").read_text(encoding="utf-8")
+    base = re.search(r"pgbench_run_lead_seconds \| default\(([0-9.]+)\)", play)
+    per = re.search(r"\+ ([0-9.]+) \* \(pgbench_run_hosts", play)
+    if not base or not per:
+        raise SystemExit("playbooks/pgbench.yml: the start lead's expression changed: update me")
+    default = yaml.safe_load(
+        (REPO / "roles" / "pgbench_run" / "defaults" / "main.yml").read_text(encoding="utf-8")
+    ).get("pgbench_run_lead_seconds", base[1])
+    return f"{float(default):g} s + {float(per[1]):g} s per client"

@@ -19,7 +19,7 @@ phase (first launch to last end of the clients' pgbench, from command.json). Tar
 Builds its own lab (`lab down`, `lab up --clients 32`) and tears it down, even on
 failure. Results go to a temporary folder (printed). About 10 to 15 minutes on the
 2-core lab machine (lab up with 32 clients about 30 s; provisioning 32 clients; 32
-pgbench -i one after another; a launch lead of 2 s + 0.6 s per client).
+pgbench -i one after another; the launch lead playbooks/pgbench.yml gives, printed).
 
     .venv/bin/python bench/client_scale.py     # as root
 """
@@ -41,6 +41,7 @@ from _labrun import (
     TimedRun,
     Usage,
     drivelab,
+    launch_lead,
     mib,
     pgbench_span,
     usage,
@@ -226,7 +227,7 @@ def main() -> None:
         "spread of the clients' first transactions. Cell wall: drive (first cell only), "
         "database (pgbench -i of the clients new to the cell) and pgbench stages, between "
         "`drivelab run`'s console lines. pgbench stage: run.json `started_at` to "
-        "`ended_at` (cold start, launch lead of 2 s + 0.6 s per client, run, fetch). "
+        f"`ended_at` (cold start, launch lead of {launch_lead()}, run, fetch). "
         "pgbench phase: first launch to last end of the clients' pgbench.",
         "",
         *head,

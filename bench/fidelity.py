@@ -331,7 +331,7 @@ def main() -> None:
         f"pgpass, after one unmeasured {WARMUP} s hand run; C = by hand with the exact "
         "argv of the A run before it (its command.json: `-P 1 --progress-timestamp --log` "
         "and the keepalive conninfo), its windowed tps computed from its own log by "
-        "`collector.stats` as drivelab does. fio: {FIO_JOB} on {FIO_DRIVE} "
+        f"`collector.stats` as drivelab does. fio: {FIO_JOB} on {FIO_DRIVE} "
         f"(cap {fio_cap} IOPS), {FIO_RUNTIME} s after "
         f"{FIO_RAMP} s of ramp, on a file of twice the DB host's memory; A = "
         f"`playbooks/fio.yml` (runtime {FIO_RUNTIME}), B = the same job by hand inside the "

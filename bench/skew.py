@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _labrun import launch_lead
 from _report import machine_note, update_section
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,7 +25,6 @@ DRIVELAB = str(Path(sys.executable).parent / "drivelab")
 #: client host counts; DRIVELAB_SKEW_SIZES=8,16 measures only those
 SIZES = tuple(int(n) for n in os.environ.get("DRIVELAB_SKEW_SIZES", "2,4,8,16").split(","))
 REPEATS = 2
-LEAD = "2 s + 1.2 s per client host (playbooks/pgbench.yml)"
 
 
 def main() -> None:
@@ -80,7 +80,7 @@ def main() -> None:
         f"processes were started. {REPEATS} runs each; target: max start skew <= 20 ms for "
         "8 clients with the wrapper.",
         "",
-        f"Start lead: {LEAD}.",
+        f"Start lead: {launch_lead()} (playbooks/pgbench.yml).",
         "",
         "| client hosts | launch | start skew ms, each run | launch skew ms, each run |",
         "|---:|---|---:|---:|",
