@@ -84,8 +84,10 @@ def run_playbook(
     check: bool = False,
     what: str | None = None,
     raise_on_failure: bool = True,
+    tags: tuple[str, ...] = (),
 ) -> PlaybookResult:
-    """Runs playbooks/<name>; raises :class:`PlaybookFailed` (one line) when it fails."""
+    """Runs playbooks/<name> (only its plays and tasks tagged ``tags``, when given);
+    raises :class:`PlaybookFailed` (one line) when it fails."""
     what = what or name.removesuffix(".yml")
     logs = results_dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -102,6 +104,8 @@ def run_playbook(
             argv += ["-e", f"@{vars_file}"]
         if check:
             argv += ["--check", "--diff"]
+        if tags:
+            argv += ["--tags", ",".join(tags)]
         env = dict(os.environ)
         env.update(
             ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),

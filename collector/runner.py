@@ -79,15 +79,23 @@ def _provision(
 ) -> tuple[PlaybookResult, bool]:
     with tempfile.TemporaryDirectory(prefix="drivelab-provision-") as tmp:
         verdict = Path(tmp) / "unchanged"
-        extra: dict[str, Any] = {
-            "drivelab_provision_stamp": provision_stamp(inventory or LOCAL_INVENTORY)
-        }
+        stamp = provision_stamp(inventory or LOCAL_INVENTORY)
+        extra: dict[str, Any] = {"drivelab_provision_stamp": stamp}
         if skip_unchanged:
             extra |= {"drivelab_provision_skip": True, "drivelab_provision_verdict": str(verdict)}
         result = run_playbook(
             "provision.yml", extra, inventory=inventory, stream=stream, what="provision"
         )
         skipped = verdict.exists() and verdict.read_text(encoding="utf-8").strip() == "True"
+    if not skipped:
+        # provisioning may have made what the stamp covers (a new client's password):
+        # the hosts keep the stamp of what they now have, or the next run would not match
+        after = provision_stamp(inventory or LOCAL_INVENTORY)
+        if after != stamp:
+            run_playbook(
+                "provision.yml", {"drivelab_provision_stamp": after}, inventory=inventory,
+                stream=stream, what="provision stamps", tags=("stamp",),
+            )  # fmt: skip
     return result, skipped
 
 
