@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 
-
 #: refusal codes a caller may act on (a module's failed result carries one as ``refusal``)
 REFUSED = "refused"  # any other refusal: nothing to do but read the message
 HOLDS_POSTGRESQL_DATA = "holds_postgresql_data"  # release drivelab's databases, then retry
