@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -75,6 +76,18 @@ def parse_recap(text: str) -> dict[str, dict[str, int]]:
     return recap
 
 
+def _stop(proc: subprocess.Popen, grace: float = 30.0) -> None:
+    """SIGINT (Ansible's Ctrl-C: it ends the running tasks and exits), then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def run_playbook(
     name: str,
     extra_vars: dict | None = None,
@@ -123,12 +136,19 @@ def run_playbook(
             if proc.stdout is None:  # pragma: no cover  (stdout=PIPE always gives one)
                 raise DrivelabError(f"{what}: could not read ansible-playbook's output")
             lines = []
-            for line in proc.stdout:
-                out.write(line)
-                out.flush()  # the log can be followed (tail -f) while the playbook runs
-                lines.append(line)
-                if stream:
-                    sys.stdout.write(line)
+            try:
+                for line in proc.stdout:
+                    out.write(line)
+                    out.flush()  # the log can be followed (tail -f) while the playbook runs
+                    lines.append(line)
+                    if stream:
+                        sys.stdout.write(line)
+            except BaseException:
+                # the log cannot be written (a full disk) or Ctrl-C: the playbook is stopped
+                # as Ctrl-C stops it, and waited for, before its temporary folder goes (it
+                # writes its failures there) and before the error is told
+                _stop(proc)
+                raise
             proc.wait()
         seconds = time.monotonic() - started
         failures = tuple(

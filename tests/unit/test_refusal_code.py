@@ -1,10 +1,15 @@
-"""A drive module's refusal reaches the controller as a code beside its message: the
-runner decides on the code (release drivelab's own databases, then retry), never on
-the words. Runs a real ansible-playbook with drivelab's callback."""
+"""How a playbook's failure reaches the runner, with a real ansible-playbook and
+drivelab's callback: a drive module's refusal as a code beside its message (the runner
+decides on the code, never on the words), and a log that cannot be written (a full
+results folder) as that error, the playbook stopped."""
 
 from __future__ import annotations
 
+import errno
+import subprocess
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +64,53 @@ def test_a_refusal_code_reaches_the_runner(tmp_path, monkeypatch, code, expected
     assert "holds PostgreSQL data" in str(info.value)
     assert info.value.refusals == (expected or {"refused"})
     assert (HOLDS_POSTGRESQL_DATA in info.value.refusals) is bool(expected)
+
+
+NOISY = """\
+- name: A playbook that writes a long log
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Talk
+      ansible.builtin.debug:
+        msg: "{{ 'x' * 2000 }}"
+      loop: "{{ range(400) | list }}"
+    - name: Mark the end
+      ansible.builtin.copy:
+        content: "ran to the end\\n"
+        dest: "{{ marker }}"
+        mode: "0644"
+"""
+
+
+def test_a_full_results_folder_stops_the_playbook_and_says_so(tmp_path, monkeypatch):
+    """The log of a playbook cannot be written (its folder's filesystem is full): the
+    error is that one, the playbook is stopped and waited for (no process left behind,
+    no 'Directory not empty' from its temporary folder)."""
+    results = tmp_path / "drivelab-full-results"
+    results.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "drivelab-full", str(results)],
+                   check=True)  # fmt: skip
+    try:
+        (results / "logs").mkdir()
+        with open(results / "filler", "wb") as fh:  # leave about 40 KiB
+            fh.write(b"\0" * (216 * 1024))
+        monkeypatch.setenv("DRIVELAB_RESULTS", str(results))
+        playbook = tmp_path / "noisy.yml"
+        playbook.write_text(NOISY)
+        marker = tmp_path / "marker"
+        before = set(Path(tempfile.gettempdir()).glob("drivelab-*"))
+        with pytest.raises(OSError, match="No space left") as info:
+            run_playbook(
+                str(playbook), {"marker": str(marker)}, inventory="localhost,", what="noisy"
+            )
+        assert info.value.errno == errno.ENOSPC
+        assert not marker.exists(), "the playbook ran on after its log could not be written"
+        assert set(Path(tempfile.gettempdir()).glob("drivelab-*")) == before
+        left = subprocess.run(
+            ["pgrep", "-f", str(playbook)], capture_output=True, text=True, check=False
+        )
+        assert left.stdout == "", left.stdout
+    finally:
+        subprocess.run(["umount", str(results)], check=False)
