@@ -35,7 +35,7 @@ from collector.store import Store
 
 __all__ = ["Cell", "PgbenchOptions"]  # the data of a cell, used with these stages
 
-SECRETS_DIR = Path.home() / ".local/share/drivelab/secrets"  # postgresql_server's default
+SECRETS_DIR = Path.home() / ".local/share/drivelab/secrets"  # role drivelab: drivelab_secrets_dir
 
 
 def provision_stamp(inventory: Path) -> str:

@@ -33,7 +33,7 @@ __all__ = [
     "remote_run_dir",
 ]
 
-#: where the pgbench_client role puts each client's folders (pgbench_client_dir)
+#: where each client's folders are (role drivelab: drivelab_client_dir)
 DEFAULT_CLIENT_DIR = "/var/lib/drivelab-client"
 #: the remote follower's output lines that are not pgbench's own
 MARKER = "@@drivelab-live "
