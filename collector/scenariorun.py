@@ -143,11 +143,6 @@ class ScenarioRun:
     def run(self) -> Progress:
         """Every stage; returns the counts. Raises DrivelabError when no cell could run."""
         opts = self.opts
-        with Store.open(opts.db) as store:  # the scenario, as asked, before any run of it
-            store.add_scenario(
-                self.scenario.name, spec=self.scenario.model_dump(mode="json"),
-                baseline_drive=self.scenario.baseline, description=self.scenario.description,
-            )  # fmt: skip
         preflight(opts.inventory, self.console)
         self.provision()
         if opts.telemetry:
@@ -157,6 +152,11 @@ class ScenarioRun:
             self.prom_url = prometheus_url(self.inventory)
             self.console.print(f"telemetry: Prometheus at {self.prom_url}")
         self.console.print(f"provisioned in {time.monotonic() - self.progress.started:.0f} s")
+        with Store.open(opts.db) as store:  # the scenario, as asked, before any run of it
+            store.add_scenario(
+                self.scenario.name, spec=self.scenario.model_dump(mode="json"),
+                baseline_drive=self.scenario.baseline, description=self.scenario.description,
+            )  # fmt: skip
         for planned in self.cells:
             self.run_cell(planned)
         p = self.progress
