@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.errors import DrivelabError
-from collector.records import CellSpec
+from collector.records import WRITE_CACHE_STATES, CellSpec
 
 RUN_JSON = "run.json"
 DB_DIR = "db"
@@ -46,7 +46,6 @@ CELL_FIELDS = (
     "drive", "workload", "filesystem", "placement", "scale", "clients",
     "write_cache", "mkfs_options", "mount_options",
 )  # fmt: skip
-WRITE_CACHE_STATES = ("leave", "on", "off")
 
 
 def rep_dir(cell_dir: Path, repetition: int, attempt: int = 1) -> Path:
