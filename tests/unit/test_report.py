@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -62,16 +63,18 @@ def test_seed_shaped_report_fits_80_columns(tmp_path, monkeypatch, capsys):
     assert sum(line.count(test) for line in lines) == 1
     assert all(len(line.rstrip()) <= 80 for line in lines)
     header = next(i for i, line in enumerate(lines) if line.startswith("drive "))
-    for name in ("hdd7200", "nvme", "ssd", "hdd10k"):
-        first = next(i for i, line in enumerate(lines) if line.startswith(f"{name} "))
-        # a row's next line is another row, the table's end, or at most one continuation
-        rows_after = [i for i in range(first + 1, first + 3) if lines[i].split(" ")[0] in
-                      ("hdd7200", "nvme", "ssd", "hdd10k") or not lines[i].strip()
-                      or lines[i].startswith("mean and")]  # fmt: skip
-        assert rows_after, lines[first : first + 3]
-        assert first > header
-    nvme = next(line for line in lines if line.startswith("nvme "))
-    assert "x" in nvme and "9,4" in nvme  # tps and ratio whole on the row
+    caption = next(i for i, line in enumerate(lines) if line.startswith("mean and 95% CI"))
+    # between the header's rule and the caption: one line per drive, nothing wrapped
+    rows = lines[header + 2 : caption]
+    assert [row.split()[0] for row in rows] == ["hdd7200", "nvme", "ssd", "hdd10k"], rows
+    for row in rows:
+        fields = row.split()
+        # drive, tps, CI, ratio (or 'baseline'), ratio CI (not for the baseline), sum, p95, runs
+        assert len(fields) == (7 if "baseline" in row else 8), row
+        assert re.fullmatch(r"\d+/\d+", fields[-1]), row
+    nvme = rows[1].split()
+    assert re.fullmatch(r"[\d,]+\.\d", nvme[1]) and re.fullmatch(r"[\d.]+x", nvme[3]), nvme
+    assert rows[3].split()[-1] == "2/3"  # hdd10k: its third run partial, not averaged in
     assert any(line.lstrip().startswith("note hdd10k run 2: partial") for line in lines)
 
 
