@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collector.cell import LOGS as LOG_MODES
 from collector.errors import DrivelabError
 from collector.records import WRITE_CACHE_STATES, CellSpec
 
@@ -40,7 +41,6 @@ CLIENT_FILES = {
     "rc": "rc.txt",
     "command": "command.json",
 }
-LOG_MODES = ("full", "sampled", "aggregate", "none")
 #: the CellSpec fields a run.json ``cell`` may carry; any other key goes into params
 CELL_FIELDS = (
     "drive", "workload", "filesystem", "placement", "scale", "clients",
