@@ -1,0 +1,1 @@
+pgbench -h 10.213.0.2 -p 5440 -U drivelab_client2 -c 4 -j 2 -n -T 8 -R 10 -L 200 -l --log-prefix=/tmp/drivelab-latency-logs2/hdd7200-cluster-r10-L200/client2 drivelab_client2
