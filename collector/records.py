@@ -219,6 +219,8 @@ class LatencySeries:
       when no limit was given to the parser);
     * ``lag_sum_us``, ``lag_max_us``: schedule lag of the successful transactions
       (``None`` when the log has no lag column, i.e. no ``--rate``).
+
+    With ``--sampling-rate`` every figure is of the sampled transactions only.
     """
 
     sources: tuple[str, ...]
