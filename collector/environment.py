@@ -128,6 +128,8 @@ def check(path: Path, doc: Any) -> Mapping[str, Any]:
     for key in ("device", "queue", "filesystem", "members"):
         if storage.get(key) is not None:
             c.obj(storage[key], f"storage.{key}")
+    for name, member in (storage.get("members") or {}).items():
+        c.obj(member, f"storage.members.{name}")
     return doc
 
 
