@@ -216,6 +216,27 @@ def test_flatten():
     assert next(k for k in nvme if k != "host").startswith("postgresql.")
 
 
+def test_xfs_and_a_multi_device_btrfs_of_the_lab():
+    """The module's own output on the lab's xfs and Btrfs RAID10 mounts: xfs's options
+    as mounted (its defaults spelled out), every Btrfs member's queue, numbered."""
+    xfs = environment.flatten(captured("lab-module-xfs.json"))
+    assert xfs["storage.mount.options"] == "rw,noatime,inode64,logbufs=8,logbsize=32k,noquota"
+    assert xfs["storage.filesystem.features"] == "bigtime crc finobt inobtcount reflink sparse"
+    r10 = environment.flatten(captured("lab-module-btrfs-raid10.json"))
+    assert [r10[f"storage.members.{i}.name"] for i in (1, 2, 3, 4)] == [
+        "loop4", "loop5", "loop6", "loop7",
+    ]  # fmt: skip
+    assert r10["storage.members.4.read_ahead_kb"] == 2560
+    assert "free_space_tree" in r10["storage.filesystem.features"].split()
+    # against itself on other devices: the names are identity, nothing else differs
+    moved = json.loads(
+        json.dumps(captured("lab-module-btrfs-raid10.json"))
+        .replace("loop", "sd")
+        .replace("eed8dbf0", "0000aaaa")
+    )
+    assert environment.diff(r10, environment.flatten(moved)) == []
+
+
 def test_two_drives_of_the_lab():
     """Real captures of two lab drives (one machine, one server): the lab gives its
     hdd7200 class a rotating queue and a larger read-ahead; the device and path names
