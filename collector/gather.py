@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from collector import stats
+from collector import environment, stats
 from collector.errors import DrivelabError
 from collector.parse import ParseError, pgbench
 from collector.records import (
@@ -393,6 +393,7 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     db_facts, samples = read_database(db_dir)
     buffer_facts, buffer_samples = read_buffer_counters(run_dir)
     db_facts.update(buffer_facts)
+    db_facts.update(environment.read_run(run_dir))
     samples += buffer_samples
     device = read_device_facts(db_dir, meta.db_host)
     clients = [gather_client(run_dir, host, meta) for host in meta.client_hosts]

@@ -8,6 +8,8 @@ playbooks' outputs fetched into it) and :mod:`collector.gather` (which reads it)
         db/<host>-<fs>.json      device facts, one file per filesystem
         pg_stat-before.json      the client databases' buffer counters around the run
         pg_stat-after.json
+        environment.json         what the figures came from: PostgreSQL version and settings,
+                                 kernel, sysctls, CPU, memory, the storage under the data
         <client>/                one folder per client host that answered:
             stdout.txt stderr.txt rc.txt command.json pgbench_log.<pid>[.<n>]
 
@@ -34,6 +36,8 @@ RUN_JSON = "run.json"
 DB_DIR = "db"
 DATABASE_JSON = "database.json"
 PG_STAT = "pg_stat-{}.json"
+#: what the run's figures came from (PostgreSQL, kernel, storage): collector.environment
+ENVIRONMENT_JSON = "environment.json"
 #: the raw files of a client folder, by kind
 CLIENT_FILES = {
     "stdout": "stdout.txt",

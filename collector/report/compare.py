@@ -5,6 +5,11 @@ drives within one scenario (cells matched by test). For each pair: both means wi
 their confidence intervals, the difference in % of the baseline, Welch's t-test
 p-value and whether the difference is significant at 5 %. Like ``esrally
 compare``, with the statistics it lacks. Only complete runs enter.
+
+Before the figures: what differs between the two sides' environments (the run fact
+``environment``, :mod:`collector.environment`), pair by pair, a difference common to
+every pair listed once; a setting that is not the same in all runs of one side is
+shown as "varies".
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from collector import stats
+from collector import environment, stats
 from collector.errors import DrivelabError
+from collector.records import RunStatus
 from collector.report import CellView, ScenarioView, fmt_ms, fmt_tps, load
-from collector.store import Store
+from collector.store import Fact, Store
 
 
 @dataclass(frozen=True)
@@ -30,11 +36,50 @@ class Pair:
 
 
 @dataclass(frozen=True)
+class EnvironmentDifference:
+    setting: str
+    baseline: str
+    contender: str
+    #: the pairs (tests) it was found in; empty: in every pair whose environments are known
+    tests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Comparison:
     baseline_label: str
     contender_label: str
     pairs: tuple[Pair, ...]
     unmatched: tuple[str, ...] = ()
+    environment: tuple[EnvironmentDifference, ...] = ()
+    #: how many pairs have an environment recorded on both sides
+    environment_pairs: int = 0
+
+
+def _complete_runs(cv: CellView) -> list[int]:
+    return [
+        r.run_id for r in cv.stats.runs if r.status == RunStatus.COMPLETE and r.run_id is not None
+    ]
+
+
+def environment_differences(
+    pairs: list[Pair], base_facts: tuple[Fact, ...], cont_facts: tuple[Fact, ...]
+) -> tuple[tuple[EnvironmentDifference, ...], int]:
+    """What differs between the environments of each pair's two cells (their complete
+    runs), and how many pairs have one on both sides."""
+    found: dict[tuple[str, str, str], list[str]] = {}
+    known = 0
+    for p in pairs:
+        a = environment.of_runs(base_facts, _complete_runs(p.baseline))
+        b = environment.of_runs(cont_facts, _complete_runs(p.contender))
+        if not a or not b:
+            continue
+        known += 1
+        for d in environment.diff(environment.merge(a), environment.merge(b)):
+            found.setdefault((d.key, *environment.shown(d)), []).append(p.what)
+    return tuple(
+        EnvironmentDifference(key, left, right, () if len(tests) == known else tuple(tests))
+        for (key, left, right), tests in found.items()
+    ), known
 
 
 def _pairs(base: list[CellView], cont: list[CellView], key) -> tuple[list[Pair], list[str]]:
@@ -67,7 +112,8 @@ def compare(store: Store, a: str, b: str, scenario: str | None = None) -> Compar
         pairs, unmatched = _pairs(list(va.cells), list(vb.cells), lambda c: f"{c.drive} {c.test}")
         if not pairs:
             raise DrivelabError(f"scenarios {a!r} and {b!r} have no cell in common")
-        return Comparison(a, b, tuple(pairs), tuple(unmatched))
+        env, known = environment_differences(pairs, va.facts, vb.facts)
+        return Comparison(a, b, tuple(pairs), tuple(unmatched), env, known)
     view = _scenario_with_drives(store, names, a, b, scenario)
     pairs, unmatched = _pairs(
         [c for c in view.cells if c.drive == a],
@@ -76,8 +122,14 @@ def compare(store: Store, a: str, b: str, scenario: str | None = None) -> Compar
     )
     if not pairs:
         raise DrivelabError(f"drives {a!r} and {b!r} share no test in scenario {view.info.name!r}")
+    env, known = environment_differences(pairs, view.facts, view.facts)
     return Comparison(
-        f"{view.info.name}: {a}", f"{view.info.name}: {b}", tuple(pairs), tuple(unmatched)
+        f"{view.info.name}: {a}",
+        f"{view.info.name}: {b}",
+        tuple(pairs),
+        tuple(unmatched),
+        env,
+        known,
     )
 
 
@@ -148,8 +200,40 @@ def table(cmp: Comparison) -> Table:
     return t
 
 
+def environment_table(cmp: Comparison) -> Table | str:
+    """The environment differences as a table, or the one line that says there are
+    none (or that the runs did not record their environments)."""
+    total = len(cmp.pairs)
+    if not cmp.environment_pairs:
+        return "environments: not recorded (runs gathered before drivelab recorded them)"
+    partly = (
+        f" (known for {cmp.environment_pairs} of {total} pairs)"
+        if cmp.environment_pairs < total
+        else ""
+    )
+    if not cmp.environment:
+        return f"environments: no difference{partly}"
+    t = Table(title=f"environment differences{partly}")
+    some = any(d.tests for d in cmp.environment)
+    for col in ("setting", "baseline", "contender", *(("in",) if some else ())):
+        t.add_column(col, overflow="fold")
+    for d in cmp.environment:
+        t.add_row(
+            d.setting,
+            d.baseline,
+            d.contender,
+            *((", ".join(d.tests) or "every pair",) if some else ()),
+        )
+    return t
+
+
 def publish(cmp: Comparison, console: Console | None = None) -> None:
     console = console or Console()
+    env = environment_table(cmp)
+    if isinstance(env, str):
+        console.print(env, highlight=False)
+    else:
+        console.print(env)
     console.print(table(cmp))
     for u in cmp.unmatched:
         console.print(f"  [yellow]not compared[/yellow] {u}", highlight=False)
@@ -176,4 +260,16 @@ def as_dict(cmp: Comparison) -> dict:
             for p in cmp.pairs
         ],
         "unmatched": list(cmp.unmatched),
+        "environment": {
+            "pairs_known": cmp.environment_pairs,
+            "differences": [
+                {
+                    "setting": d.setting,
+                    "baseline": d.baseline,
+                    "contender": d.contender,
+                    "tests": list(d.tests),
+                }
+                for d in cmp.environment
+            ],
+        },
     }

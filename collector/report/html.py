@@ -17,7 +17,7 @@ from pathlib import Path
 import matplotlib as mpl
 from matplotlib.figure import Figure
 
-from collector import __version__
+from collector import __version__, environment
 from collector.pretest import summarize
 from collector.records import RunStatus
 from collector.report import (
@@ -284,6 +284,94 @@ def _database_table(view: ScenarioView) -> str:
     return _table([*head, "PostgreSQL", "cache (buffer hits, reads reaching the drive)"], rows, 3)
 
 
+#: the environment table's rows, by group: label, the flattened keys shown in it (joined
+#: by a space). PostgreSQL's settings, a dm/md/Btrfs device's members and the sysctls
+#: come between the groups, one row per key.
+ENVIRONMENT_SERVER = (("PostgreSQL", ("postgresql.version",)),)
+ENVIRONMENT_STORAGE = (
+    ("kernel", ("kernel.release",)),
+    ("OS", ("os.pretty_name",)),
+    (
+        "mount (as mounted)",
+        ("storage.mount.source", "storage.mount.fstype", "storage.mount.options"),
+    ),
+    ("filesystem features", ("storage.filesystem.features",)),
+    ("filesystem not read", ("storage.filesystem.error",)),
+    ("scheduler", ("storage.queue.scheduler",)),
+    ("read-ahead KiB", ("storage.queue.read_ahead_kb",)),
+    ("queue depth (nr_requests)", ("storage.queue.nr_requests",)),
+    ("rotational", ("storage.queue.rotational",)),
+    ("write cache (kernel view)", ("storage.queue.write_cache",)),
+)
+ENVIRONMENT_HOST = (
+    ("CPU", ("cpu.model",)),
+    ("CPUs", ("cpu.count",)),
+    ("CPUs this process may use", ("cpu.allowed",)),
+    ("frequency governor", ("cpu.governor",)),
+    ("memory", ("memory.total_bytes",)),
+    ("memory limit", ("memory.limit_bytes", "memory.limit_source")),
+    ("not recorded", ("error",)),
+)
+
+
+def _env_value(merged: dict, key: str) -> str:
+    value = merged.get(key)
+    if key.endswith("_bytes") and isinstance(value, int) and not isinstance(value, bool):
+        return human_size(value)
+    return environment.show(value, key)
+
+
+def _environment_table(view: ScenarioView) -> str:
+    """Per drive, the environment its runs came from (collector.environment): PostgreSQL
+    version and the settings the server was given, kernel, mount options as mounted,
+    filesystem features, scheduler, read-ahead, dirty settings, CPU, memory. A value
+    not the same in all the drive's runs reads "varies"."""
+    merged = {}
+    for drive in view.drives:
+        runs = [
+            r.run_id
+            for cv in view.cells
+            if cv.drive == drive
+            for r in cv.stats.runs
+            if r.run_id is not None
+        ]
+        envs = environment.of_runs(view.facts, runs)
+        if envs:
+            merged[drive] = environment.merge(envs)
+    if not merged:
+        return ""
+    keys = dict.fromkeys(k for m in merged.values() for k in m)
+
+    def each(prefix: str, label: str = "") -> list[tuple[str, tuple[str, ...]]]:
+        return [(label + k.removeprefix(prefix), (k,)) for k in keys if k.startswith(prefix)]
+
+    rows_spec = [
+        *ENVIRONMENT_SERVER,
+        *each("postgresql.settings.", "PostgreSQL "),
+        *ENVIRONMENT_STORAGE,
+        *each("storage.members.", "member "),
+        *each("sysctl."),
+        *ENVIRONMENT_HOST,
+    ]
+    rows = []
+    for label, row_keys in rows_spec:
+        if not any(k in m for k in row_keys for m in merged.values()):
+            continue
+        values = [
+            " ".join(_env_value(m, k) for k in row_keys if k in m) or _env_value(m, row_keys[0])
+            for m in merged.values()
+        ]
+        differs = ["differs" if len(set(values)) > 1 else ""] if len(merged) > 1 else []
+        rows.append([label, *values, *differs])
+    head = ["setting", *merged, *(["across drives"] if len(merged) > 1 else [])]
+    return _table(head, rows, 99)
+
+
+def _environment_section(view: ScenarioView) -> list[str]:
+    table = _environment_table(view)
+    return ["<h3>Environment per drive (what the figures came from)</h3>", table] if table else []
+
+
 def render(views: list[ScenarioView], now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
     parts = [
@@ -401,6 +489,7 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
             sweep = plot_sweep(view)
             if sweep:
                 parts.append(f"<figure>{sweep}</figure>")
+        parts += _environment_section(view)
         # run facts are per run (the Database table shows them); device facts repeat per run
         env = dict.fromkeys(
             (f.scope, f.host or "", f.key, str(f.value)) for f in view.facts if f.scope != "run"

@@ -1,7 +1,8 @@
 """PostgreSQL on the candidate drive and synchronized multi-client pgbench, on the real
 lab: each client's database in the drive's tablespace, complete outputs from both
-clients, start skew, whole-cluster placement telling nvme from hdd7200, the "fits in
-RAM" warning, fidelity to pgbench's own tps line, and access locked down."""
+clients, start skew, the environment stored with the run, whole-cluster placement
+telling nvme from hdd7200, the "fits in RAM" warning, fidelity to pgbench's own tps
+line, and access locked down."""
 
 from __future__ import annotations
 
@@ -76,7 +77,9 @@ def measure(
     from collector.gather import gather_run  # noqa: PLC0415
 
     pg["last_run_id"] = runner.gather(run_dir)
-    return run_dir, gather_run(run_dir)
+    gathered = gather_run(run_dir)
+    pg.setdefault("runs", {})[drive, placement, tuple(hosts)] = (pg["last_run_id"], gathered)
+    return run_dir, gathered
 
 
 def facts(gathered) -> dict:
@@ -126,6 +129,36 @@ def test_tablespace_placement_both_clients_complete_in_step(pg, drive):
     assert f["db_memory_source"] == "cgroup memory limit (cgroup v1 /drivelab-db)", f[
         "db_memory_source"
     ]
+
+
+def test_the_stored_run_carries_its_environment(pg):
+    """The environment of the nvme tablespace run above (made here when run alone), as
+    stored: the drive's mount as mounted, this machine's kernel, the server's settings."""
+    if ("nvme", "tablespace", ()) not in pg.get("runs", {}):
+        measure(pg, "nvme", "tablespace", 5)
+    run_id, gathered = pg["runs"]["nvme", "tablespace", ()]
+    from collector.store import Store  # noqa: PLC0415
+
+    with Store.open(pg["results"] / "drivelab.db") as store:
+        scenario = store.scenario("pgbench-test")
+        (env,) = [f.value for f in store.facts(scenario.id, run_id) if f.key == "environment"]
+    assert "error" not in env, env.get("error")
+    mount = env["storage"]["mount"]
+    with open("/proc/mounts", encoding="utf-8") as fh:  # the lab's hosts share this machine's
+        line = next(x.split() for x in fh if x.split()[1] == "/srv/drivelab/nvme")
+    assert (mount["mount_point"], mount["source"], mount["fstype"]) == (line[1], line[0], "ext4")
+    assert mount["options"] == line[3] and "noatime" in mount["options"].split(","), mount
+    assert env["storage"]["device"]["name"] == Path(line[0]).name  # the loop device
+    assert env["storage"]["queue"]["scheduler"], env["storage"]["queue"]
+    assert "has_journal" in env["storage"]["filesystem"]["features"], env["storage"]["filesystem"]
+    assert env["postgresql"]["data_paths"] == ["/srv/drivelab/nvme/pg"]
+    assert env["kernel"]["release"] == os.uname().release
+    settings = env["postgresql"]["settings"]
+    assert settings["port"]["setting"] == str(PORT), settings.get("port")
+    assert env["postgresql"]["version_num"] // 10000 == 15, env["postgresql"]["version"]
+    # the DB host's cgroup cap, as the database stage read it
+    assert env["memory"]["limit_bytes"] == facts(gathered)["db_memory_bytes"], env["memory"]
+    assert set(env["sysctl"]) >= {"vm.dirty_ratio", "vm.swappiness", "vm.dirty_bytes"}
 
 
 def test_single_client_fidelity_to_pgbench_tps_line(pg):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from dataclasses import replace
@@ -13,6 +14,7 @@ from collector.errors import DrivelabError
 from collector.records import RunRecord
 from collector.report import compare
 from collector.store import Store
+from tests.conftest import DATA
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +99,86 @@ def test_compare_errors(two_scenarios):
             compare.compare(s, "hdd", "floppy", scenario="two-drives")
         with pytest.raises(DrivelabError, match="no scenario 'nope'"):
             compare.compare(s, "hdd", "ssd", scenario="nope")
+
+
+# --------------------------------------------------------------------------- environments
+
+LAB_ENV = json.loads((DATA / "environment" / "lab-nvme.json").read_text(encoding="utf-8"))
+
+
+def _with(env: dict, name: str, value: str) -> dict:
+    out = copy.deepcopy(env)
+    out["postgresql"]["settings"][name] = {
+        "setting": value, "unit": None, "source": "configuration file", "pending_restart": False,
+    }  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def with_environments(results_db, tmp_path_factory):
+    """The realistic store, its runs carrying the lab's captured environment: hdd's with
+    wal_sync_method fdatasync, ssd's with open_datasync; hdd's partial run (which the
+    comparison leaves out) with a kernel of its own."""
+    path = tmp_path_factory.mktemp("cmp-env") / "drivelab.db"
+    shutil.copy(results_db, path)
+    with Store.open(path) as s:
+        sid = s.scenario("two-drives").id
+        for cid, spec in s.cells(sid):
+            env = _with(
+                LAB_ENV, "wal_sync_method", {"hdd": "fdatasync"}.get(spec.drive, "open_datasync")
+            )
+            for run in s.runs(cid):
+                if run.status.value != "complete":
+                    env = copy.deepcopy(env)
+                    env["kernel"]["release"] = "6.1.0-partial"
+                s.add_facts(sid, {"environment": env}, scope="run", run_id=run.id)
+    return path
+
+
+def test_compare_lists_the_environment_differences_first(with_environments, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli.main(["compare", "hdd", "ssd", "--db", str(with_environments)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("environment differences") < out.index("baseline two-drives: hdd")
+    (row,) = [line for line in out.splitlines() if "wal_sync_method" in line]
+    assert row.split("│")[1:4] == [
+        " postgresql.settings.wal_sync_method ", " fdatasync ", " open_datasync ",
+    ]  # fmt: skip
+    assert "6.1.0-partial" not in out  # a partial run's environment is not compared
+    assert "loop" not in out  # the device names differ by construction: not listed
+
+
+def test_compare_json_carries_the_environment_differences(with_environments, tmp_path):
+    out = tmp_path / "cmp.json"
+    assert (
+        cli.main(["compare", "hdd", "ssd", "--db", str(with_environments), "--json", str(out)]) == 0
+    )
+    env = json.loads(out.read_text())["environment"]
+    assert env == {
+        "pairs_known": 1,
+        "differences": [
+            {
+                "setting": "postgresql.settings.wal_sync_method",
+                "baseline": "fdatasync",
+                "contender": "open_datasync",
+                "tests": [],
+            }
+        ],
+    }
+
+
+def test_compare_says_when_environments_agree_or_are_unknown(results_db, tmp_path, capsys):
+    with Store.open(results_db, create=False) as s:
+        unknown = compare.compare(s, "hdd", "ssd")
+    assert compare.environment_table(unknown).startswith("environments: not recorded")
+    path = tmp_path / "drivelab.db"
+    shutil.copy(results_db, path)
+    with Store.open(path) as s:
+        sid = s.scenario("two-drives").id
+        for cid, _ in s.cells(sid):
+            for run in s.runs(cid):
+                s.add_facts(sid, {"environment": LAB_ENV}, scope="run", run_id=run.id)
+        same = compare.compare(s, "hdd", "ssd")
+    assert (same.environment, same.environment_pairs) == ((), 1)
+    compare.publish(same)
+    assert capsys.readouterr().out.startswith("environments: no difference\n")

@@ -1,0 +1,355 @@
+#!/usr/bin/python
+"""The environment a run's figures came from, as the DB host has it: kernel and OS
+release, the vm.dirty_* and swappiness sysctls, CPU (model, count, frequency governor),
+and for the filesystem holding ``path``: its mount as mounted (/proc/self/mounts, not
+as asked), its block device's queue (scheduler, read-ahead, queue depth, rotational,
+write cache; a partition's from its disk, a dm/md device's own and its members'), and
+the filesystem's features. Reads /proc and /sys; the only programs run are the
+filesystem's own read-only tools (dumpe2fs -h, xfs_info), by argument vector."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+
+DOCUMENTATION = r"""
+module: drivelab_environment
+short_description: kernel, sysctls, CPU and the storage under a path, for a run to carry
+options:
+  path:
+    description: a path on the filesystem to describe (the data of the run); must exist
+    type: path
+    required: true
+"""
+
+SYSCTLS = (
+    "vm.dirty_ratio",
+    "vm.dirty_background_ratio",
+    "vm.dirty_bytes",
+    "vm.dirty_background_bytes",
+    "vm.dirty_expire_centisecs",
+    "vm.dirty_writeback_centisecs",
+    "vm.swappiness",
+)
+QUEUE = ("scheduler", "read_ahead_kb", "nr_requests", "rotational", "write_cache")
+#: xfs_info fields that are properties of the format (not of the size): section.key
+XFS_FIELDS = (
+    "meta-data.isize",
+    "meta-data.crc",
+    "meta-data.finobt",
+    "meta-data.sparse",
+    "meta-data.rmapbt",
+    "meta-data.reflink",
+    "meta-data.bigtime",
+    "meta-data.inobtcount",
+    "meta-data.nrext64",
+    "meta-data.attr",
+    "meta-data.sectsz",
+    "data.bsize",
+    "data.sunit",
+    "data.swidth",
+    "naming.ftype",
+    "log.log",
+    "log.bsize",
+    "log.version",
+    "log.sectsz",
+    "log.sunit",
+    "log.lazy-count",
+)
+#: xfs_info's on/off feature flags, listed as features when 1
+XFS_FLAGS = ("crc", "finobt", "sparse", "rmapbt", "reflink", "bigtime", "inobtcount", "nrext64")
+
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def oneline(text, width=200):
+    return " ".join(str(text).split())[:width]
+
+
+def number(text):
+    return int(text) if text is not None and re.fullmatch(r"-?\d+", text) else text
+
+
+def unescape(field):
+    r"""/proc/mounts writes space, tab, newline and backslash as \040 \011 \012 \134."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def parse_mounts(text):
+    """[{source, mount_point, fstype, options}] of a /proc/mounts text, in its order."""
+    out = []
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 4:
+            out.append(
+                {
+                    "source": unescape(f[0]),
+                    "mount_point": unescape(f[1]),
+                    "fstype": f[2],
+                    "options": unescape(f[3]),
+                }
+            )
+    return out
+
+
+def mount_of(path, table):
+    """The mount ``path`` lives on: the longest mount point that holds it; of mounts
+    stacked on one point, the last listed (the one on top)."""
+    best = None
+    for m in table:
+        point = m["mount_point"].rstrip("/") + "/"
+        if (path.rstrip("/") + "/").startswith(point) and (
+            best is None or len(m["mount_point"]) >= len(best["mount_point"])
+        ):
+            best = m
+    return best
+
+
+def active(scheduler):
+    """'none [mq-deadline] kyber' -> 'mq-deadline' (a single word is the only one)."""
+    if scheduler is None:
+        return None
+    m = re.search(r"\[([^]]+)\]", scheduler)
+    return m[1] if m else scheduler or None
+
+
+def queue_of(sysdir):
+    q = os.path.join(sysdir, "queue")
+    out = {k: number(read(os.path.join(q, k))) for k in QUEUE}
+    out["scheduler"] = active(out["scheduler"])
+    return out
+
+
+def sysdir_of(majmin):
+    """The device's folder under /sys/devices, by "major:minor"; None if not a block device."""
+    link = f"/sys/dev/block/{majmin}"
+    return os.path.realpath(link) if os.path.exists(link) else None
+
+
+def whole_disk(sysdir):
+    """A partition's disk folder (its parent), else the folder itself."""
+    return os.path.dirname(sysdir) if os.path.exists(os.path.join(sysdir, "partition")) else sysdir
+
+
+def members(sysdir, seen=None):
+    """The whole disks under a dm/md device (slaves, recursively; a partition's disk)."""
+    seen = set() if seen is None else seen
+    out = []
+    slaves = os.path.join(sysdir, "slaves")
+    try:
+        names = sorted(os.listdir(slaves))
+    except OSError:
+        return out
+    for name in names:
+        d = os.path.realpath(os.path.join(slaves, name))
+        if d in seen:
+            continue
+        seen.add(d)
+        below = members(d, seen)
+        out += below or [whole_disk(d)]
+    return out
+
+
+def btrfs_fsid(kname):
+    """The fsid under /sys/fs/btrfs whose devices/ lists ``kname``; None if none."""
+    try:
+        fsids = sorted(os.listdir("/sys/fs/btrfs"))
+    except OSError:
+        return None
+    for fsid in fsids:
+        if os.path.exists(f"/sys/fs/btrfs/{fsid}/devices/{kname}"):
+            return fsid
+    return None
+
+
+def parse_dumpe2fs(text):
+    """dumpe2fs -h (or tune2fs -l): the features, flags, block size, default mount options."""
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    feats = fields.get("Filesystem features")
+    if feats is None:
+        return None
+    # needs_recovery is a state (set while mounted, the journal in use), not a feature
+    return {
+        "features": sorted(f for f in feats.split() if f not in ("needs_recovery", "(none)")),
+        "flags": fields.get("Filesystem flags"),
+        "block_size": number(fields.get("Block size")),
+        "default_mount_options": fields.get("Default mount options"),
+    }
+
+
+def parse_xfs_info(text):
+    """xfs_info: {section.key: value} of :data:`XFS_FIELDS`, and the flags that are on."""
+    fields = {}
+    section = None
+    for line in text.splitlines():
+        m = re.match(r"^(\S+)\s*=", line)
+        if m:
+            section = m[1]
+        elif not line.startswith(" "):
+            continue
+        body = line.split("=", 1)[1] if "=" in line else ""
+        # the value right after the section's "=" (e.g. "internal log", "version 2")
+        first = re.match(r"^(\S[^=]*?)\s{2,}", body)
+        if m and first and "=" not in first[1]:
+            fields[f"{section}.{section}"] = first[1].strip()
+        for key, value in re.findall(r"([\w-]+)=([^\s,]+)", body):
+            fields.setdefault(f"{section}.{key}", value)
+    if not fields:
+        return None
+    return {
+        "features": sorted(k for k in XFS_FLAGS if fields.get(f"meta-data.{k}") == "1"),
+        "fields": {k: number(fields[k]) for k in XFS_FIELDS if k in fields},
+    }
+
+
+def _tool(module, argv, parse):
+    rc, out, err = module.run_command(argv, environ_update={"LC_ALL": "C"})
+    parsed = parse(out) if rc == 0 else None
+    if parsed is None:
+        return {"error": f"{' '.join(argv)}: exit {rc}: {oneline(err or out)}"}
+    return {**parsed, "tool": " ".join(argv[:-1])}
+
+
+def _btrfs(kname):
+    fsid = btrfs_fsid(kname) if kname else None
+    if fsid is None:
+        return {"error": f"no /sys/fs/btrfs/<fsid> lists {kname}"}
+    try:
+        names = sorted(os.listdir(f"/sys/fs/btrfs/{fsid}/features"))
+    except OSError as e:
+        return {"error": f"/sys/fs/btrfs/{fsid}/features: {e.strerror}"}
+    return {"features": names, "tool": f"/sys/fs/btrfs/{fsid}/features"}
+
+
+def fs_features(module, mount, device):
+    """The filesystem's features, from the tool that reads its own superblock (ext2-4:
+    dumpe2fs -h on the device; xfs: xfs_info on the mount point; btrfs: sysfs)."""
+    fstype = mount["fstype"]
+    if fstype in ("ext2", "ext3", "ext4"):
+        if not device:
+            return {"error": f"no block device behind {mount['source']}"}
+        return _tool(module, ["dumpe2fs", "-h", device], parse_dumpe2fs)
+    if fstype == "xfs":
+        return _tool(module, ["xfs_info", mount["mount_point"]], parse_xfs_info)
+    if fstype == "btrfs":
+        return _btrfs(os.path.basename(device) if device else None)
+    return {"features": None, "note": f"{fstype}: features not read"}
+
+
+def storage(module, path):
+    real = os.path.realpath(path)
+    table = parse_mounts(read("/proc/self/mounts") or "")
+    mount = mount_of(real, table)
+    if mount is None:
+        module.fail_json(msg=f"path: {path}: no mount in /proc/self/mounts holds it")
+    out = {"path": path, "mount": mount}
+    # the filesystem's device: st_dev of the path (ext4, xfs: the real device; btrfs
+    # and a few others give an anonymous one), else the mount's source device node
+    st_dev = os.stat(real).st_dev
+    sysdir = sysdir_of(f"{os.major(st_dev)}:{os.minor(st_dev)}")
+    if sysdir is None and mount["source"].startswith("/dev/"):
+        try:
+            rdev = os.stat(mount["source"]).st_rdev
+            sysdir = sysdir_of(f"{os.major(rdev)}:{os.minor(rdev)}")
+        except OSError:
+            sysdir = None
+    if sysdir is None:
+        out["device"] = None
+        out["filesystem"] = fs_features(module, mount, None)
+        return out
+    kname = os.path.basename(sysdir)
+    disk = whole_disk(sysdir)
+    out["device"] = {
+        "name": kname,
+        "path": f"/dev/{kname}",
+        "partition": disk != sysdir,
+        "disk": os.path.basename(disk),
+        "dm_name": read(os.path.join(sysdir, "dm", "name")),
+        "md_level": read(os.path.join(sysdir, "md", "level")),
+    }
+    out["queue"] = queue_of(disk)
+    under = members(disk)
+    fsid = btrfs_fsid(kname) if mount["fstype"] == "btrfs" else None
+    btrfs = sorted(os.listdir(f"/sys/fs/btrfs/{fsid}/devices")) if fsid else []
+    if len(btrfs) > 1:  # a multi-device Btrfs: every member's disk, the mounted one too
+        under += [whole_disk(os.path.realpath(f"/sys/fs/btrfs/{fsid}/devices/{n}")) for n in btrfs]
+    if under:
+        out["members"] = {os.path.basename(d): queue_of(d) for d in under}
+    out["filesystem"] = fs_features(module, mount, out["device"]["path"])
+    return out
+
+
+def os_release():
+    fields = {}
+    for line in (read("/etc/os-release") or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            fields[key] = value.strip().strip('"')
+    return {"pretty_name": fields.get("PRETTY_NAME"), "version_id": fields.get("VERSION_ID")}
+
+
+def cpu():
+    model = None
+    for line in (read("/proc/cpuinfo") or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("model name", "Model", "cpu model"):
+            model = value.strip()
+            break
+    governors = set()
+    drivers = set()
+    base = "/sys/devices/system/cpu"
+    for name in sorted(os.listdir(base)):
+        if re.fullmatch(r"cpu\d+", name):
+            g = read(f"{base}/{name}/cpufreq/scaling_governor")
+            d = read(f"{base}/{name}/cpufreq/scaling_driver")
+            if g:
+                governors.add(g)
+            if d:
+                drivers.add(d)
+    return {
+        "model": model,
+        "count": os.cpu_count(),
+        "allowed": len(os.sched_getaffinity(0)),
+        # a VM, or no cpufreq driver: the kernel does not scale the frequency
+        "governor": ",".join(sorted(governors)) if governors else "none (no cpufreq)",
+        "frequency_driver": ",".join(sorted(drivers)) or None,
+    }
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={"path": {"type": "path", "required": True}},
+        supports_check_mode=True,
+    )
+    path = module.params["path"]
+    if not os.path.isabs(path):
+        module.fail_json(msg=f"path: {path!r} is not absolute")
+    if not os.path.exists(path):
+        module.fail_json(msg=f"path: {path} does not exist on this host")
+    uname = os.uname()
+    module.exit_json(
+        changed=False,
+        environment={
+            "kernel": {"release": uname.release, "version": uname.version},
+            "os": os_release(),
+            "sysctl": {k: number(read("/proc/sys/" + k.replace(".", "/"))) for k in SYSCTLS},
+            "cpu": cpu(),
+            "storage": storage(module, path),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
