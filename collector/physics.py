@@ -282,19 +282,20 @@ def _flush_flag(drive: Drive, rate: float, what: str, figures: Mapping[str, Any]
 
 def pretest_flags(samples: Iterable[Sample], drives: Mapping[str, Drive]) -> list[Flag]:
     """pg_test_fsync's one-8kB-write figures (every sync method) of each drive and write
-    cache state against the drive's flush ceiling; then each drive's notes. ``drives``
-    by the samples' ``drive`` label (a drive missing there is of unknown rotation)."""
+    cache state against the drive's flush ceiling; then the notes of every drive the
+    samples name. ``drives`` by the samples' ``drive`` label (a drive missing there is
+    of unknown rotation)."""
     rates: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    seen: dict[str, None] = {}
     for s in samples:
+        if "drive" in s.labels:
+            seen[s.labels["drive"]] = None
         if s.metric == FSYNC_METRIC and s.labels.get("section") == FSYNC_SECTION:
             key = (s.labels.get("drive", "?"), s.labels.get("write_cache", "-"))
             rates[key][s.labels.get("method", "?")] = s.value
     out: list[Flag] = []
-    seen: list[str] = []
     for (name, state), by_method in rates.items():
         drive = drives.get(name) or Drive(name)
-        if name not in seen:
-            seen.append(name)
         method, rate = max(by_method.items(), key=lambda kv: kv[1])
         flag = _flush_flag(
             drive,

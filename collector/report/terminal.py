@@ -209,15 +209,17 @@ def physics_lines(view: ScenarioView) -> list[PhysicsLine]:
             per_cell.append(
                 PhysicsLine("fio", who, "not checked: no telemetry of its runs", physics.NOTE)
             )
-    return _once(per_drive, len(view.drives)) + _once(per_cell, len(view.cells))
+    cells = {label(view, cv) for cv in view.cells}
+    return _once(per_drive, set(view.drives)) + _once(per_cell, cells)
 
 
-def _once(lines: list[PhysicsLine], count: int) -> list[PhysicsLine]:
-    """Lines whose words every one of ``count`` drives or cells shares, said once."""
+def _once(lines: list[PhysicsLine], everyone: set[str]) -> list[PhysicsLine]:
+    """Lines whose words every one of ``everyone`` (the drives, or the cells) shares,
+    said once."""
     whos: dict[tuple[str, str], set[str]] = defaultdict(set)
     for line in lines:
         whos[(line.kind, line.message)].add(line.who)
-    shared = {k for k, v in whos.items() if count > 1 and len(v) == count}
+    shared = {k for k, v in whos.items() if len(everyone) > 1 and v >= everyone}
     out = [line for line in lines if (line.kind, line.message) not in shared]
     seen: set[tuple[str, str]] = set()
     for line in lines:
