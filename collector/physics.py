@@ -139,6 +139,8 @@ class Drive:
 
     name: str
     rpm: int | None = None
+    #: where ``rpm`` came from (``SMART``, ``SMART (NVMe)``, ``inventory``); when it is
+    #: unknown, why, if there is more to say than that nothing gave it
     rpm_source: str = ""
     power_loss_protection: bool | None = None
 
@@ -186,6 +188,7 @@ def drive_from_facts(name: str, device_facts: Mapping[str, Any] | None) -> Drive
     rates = [_member_rpm(m) for m in members]
     known = [r for r, _ in rates if r is not None]
     sources = sorted({s for r, s in rates if r is not None})
+    why = ""
     if len(known) < len(rates):
         rpm = None
     elif all(known):
@@ -193,14 +196,14 @@ def drive_from_facts(name: str, device_facts: Mapping[str, Any] | None) -> Drive
     elif not any(known):
         rpm = 0
     else:
-        rpm = None  # rotating and solid-state members: a commit may land on either
+        rpm, why = None, "its members rotate and do not"  # a commit may land on either
     plp = [_declared(m).get("power_loss_protection") for m in members]
     protected = None
     if plp and all(p is True for p in plp):
         protected = True
     elif any(p is False for p in plp):
         protected = False
-    return Drive(name, rpm, ", ".join(sources) if rpm is not None else "", protected)
+    return Drive(name, rpm, ", ".join(sources) if rpm is not None else why, protected)
 
 
 def drive_notes(drive: Drive) -> list[Flag]:
@@ -212,8 +215,9 @@ def drive_notes(drive: Drive) -> list[Flag]:
                 FLUSH_UNCHECKED,
                 drive.name,
                 NOTE,
-                "not checked: rotation rate unknown (no SMART rotation rate, no rpm in the"
-                " inventory)",
+                "not checked: rotation rate unknown ("
+                + (drive.rpm_source or "no SMART rotation rate, no rpm in the inventory")
+                + ")",
             )
         ]
     if drive.rpm == 0 and drive.power_loss_protection is None:

@@ -98,7 +98,11 @@ def test_a_raid_set_rotates_when_every_member_does_at_its_fastest():
     assert physics.drive_from_facts("r", raid(device("hdd7200"), ten)).rpm == 10000
     assert physics.drive_from_facts("r", raid(device("nvme"), device("nvme"))).rpm == 0
     # a rotating and a solid-state member: a commit may land on either
-    assert physics.drive_from_facts("r", raid(device("hdd7200"), device("nvme"))).rpm is None
+    mixed = physics.drive_from_facts("r", raid(device("hdd7200"), device("nvme")))
+    assert mixed.rpm is None
+    assert physics.drive_notes(mixed)[0].message == (
+        "not checked: rotation rate unknown (its members rotate and do not)"
+    )
     unknown = with_drive(device("hdd7200"), declared={})
     assert physics.drive_from_facts("r", raid(device("hdd7200"), unknown)).rpm is None
     plp = with_drive(device("nvme"), declared={"rpm": 0, "power_loss_protection": True})
