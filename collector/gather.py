@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from collector import environment, stats
+from collector import environment, physics, stats
 from collector.errors import DrivelabError
 from collector.parse import ParseError, pgbench
 from collector.records import (
@@ -446,6 +446,10 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
         "client_notes": {c.result.client: c.note for c in clients if c.note},
         **db_facts,
     }
+    dev = next((f.facts[meta.cell.drive] for f in device if meta.cell.drive in f.facts), None)
+    facts["physics"] = physics.gather_facts(
+        meta.cell, meta.pgbench.get("mode"), db_facts, dev, results
+    )
     raw = [RawOutput("run_json", str(meta.path))]
     raw += [RawOutput("db_json", str(p), meta.db_host) for p in sorted(db_dir.glob("*.json"))]
     raw += [

@@ -11,16 +11,18 @@ back into one :class:`PretestSummary` per drive and write cache state.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from collector import physics
 from collector.errors import DrivelabError
 from collector.parse import ParseError
 from collector.parse.fio import fio_samples, parse_fio_json
 from collector.parse.pg_test_fsync import fsync_samples, parse_pg_test_fsync
-from collector.records import Sample
+from collector.records import CellSpec, Sample
 
 _NAME = re.compile(
     r"^(?P<kind>fio|pg_test_fsync)-(?P<fs>.+)-wcache-(?P<state>[a-z+]+)\.(json|txt)$"
@@ -133,3 +135,34 @@ def summarize(samples: Iterable[Sample]) -> list[PretestSummary]:
             )
         )
     return out
+
+
+def for_cell(samples: Iterable[Sample], cell: CellSpec) -> PretestSummary | None:
+    """The pre-test a cell's run is judged against: its drive's, on its filesystem
+    type, in the cell's write cache state, else (a cell that leaves the cache as it
+    is) the drive's first. None: the drive has no pre-test."""
+    fs = [s for s in samples if s.labels.get("filesystem", cell.filesystem) == cell.filesystem]
+    mine = [p for p in summarize(fs) if p.drive == cell.drive]
+    same = [p for p in mine if p.write_cache == cell.write_cache]
+    if same:
+        return same[0]
+    return mine[0] if mine and cell.write_cache == "leave" else None
+
+
+def physics_facts(samples: Iterable[Sample], facts_dir: Path) -> list[dict]:
+    """The pre-tests' physics flags (:func:`collector.physics.pretest_flags`: flush
+    honesty of pg_test_fsync, the drives' notes), with each drive's rotation rate from
+    its device facts in ``facts_dir`` (``<host>-<fs>.json``, as the drives stage left
+    them), as the runner stores them with the pre-tests."""
+    samples = list(samples)
+    names = {s.labels["drive"] for s in samples if "drive" in s.labels}
+    drives = {}
+    for path in sorted(facts_dir.glob("*.json")) if facts_dir.is_dir() else []:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        name = doc.get("filesystem") if isinstance(doc, dict) else None
+        if name in names:
+            drives[name] = physics.drive_from_facts(name, doc)
+    return physics.as_facts(physics.pretest_flags(samples, drives))

@@ -29,7 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
-from collector import pretest, runner
+from collector import physics, pretest, runner
 from collector.errors import DrivelabError
 from collector.gather import GatheredRun, gather_run, record
 from collector.paths import REPO
@@ -286,8 +286,13 @@ class ScenarioRun:
         runner.run_pretests(planned.drive_request, planned.pretests, out,
                             inventory=self.opts.inventory, stream=self.opts.verbose)  # fmt: skip
         samples = pretest.collect(out, {"cell": cell.cell_id, "filesystem": cell.filesystem})
+        flags = pretest.physics_facts(samples, cell.cell_dir() / DB_DIR)
         with Store.open(self.opts.db) as store:
-            store.add_samples(samples, scenario_id=store.add_scenario(cell.scenario))
+            sid = store.add_scenario(cell.scenario)
+            store.add_samples(samples, scenario_id=sid)
+            store.add_facts(sid, {"physics": flags}, scope="pretest", host=self.db_host)
+        for f in (physics.Flag.from_fact(f) for f in flags if f["level"] == physics.WARNING):
+            self.console.print(f"  {f.kind} {f.drive}: {f.message}", highlight=False)
         self.console.print(
             f"{cell.cell_id}: pre-tests done in {time.monotonic() - started:.0f} s,"
             f" {len(samples)} figures stored"
@@ -405,8 +410,13 @@ class ScenarioRun:
             if cache is not None:
                 verdicts["cache"] = cache
             with Store.open(self.opts.db) as store:
-                store.add_samples(samples, run_id=run_id)
                 sid = store.add_scenario(gathered.scenario)
+                pre = [s for p in PRETEST_PREFIXES for s in store.samples(sid, metric_prefix=p)]
+                verdicts["physics_iops"] = physics.telemetry_facts(
+                    cell, run, tps=gathered.stats().tps, samples=samples, devices=devices,
+                    pretest=pretest.for_cell(pre, cell), cache=cache,
+                )  # fmt: skip
+                store.add_samples(samples, run_id=run_id)
                 store.add_facts(sid, verdicts, scope="run", run_id=run_id)
         except DrivelabError as err:
             self.console.print(f"telemetry of {cell.drive} rep {run.repetition}: {err}")

@@ -28,7 +28,7 @@ from collector.report import (
     fmt_runs,
     fmt_tps,
 )
-from collector.report.terminal import PRETEST_COLUMNS, pretest_rows
+from collector.report.terminal import PRETEST_COLUMNS, physics_lines, pretest_rows
 from collector.units import human_size
 
 mpl.rcParams["svg.fonttype"] = "path"
@@ -489,6 +489,7 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
             sweep = plot_sweep(view)
             if sweep:
                 parts.append(f"<figure>{sweep}</figure>")
+        parts.append(_physics(view))
         parts += _environment_section(view)
         # run facts are per run (the Database table shows them); device facts repeat per run
         env = dict.fromkeys(
@@ -499,6 +500,15 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
             parts.append(_table(["scope", "host", "key", "value"], [list(r) for r in env], 99))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _physics(view: ScenarioView) -> str:
+    """The physics checks as a short list, as the terminal report words them."""
+    items = [
+        f"<li{' class=warn' if p.level == 'warning' else ''}>{html.escape(p.text)}</li>"
+        for p in physics_lines(view)
+    ]
+    return f"<h3>Physics checks</h3><ul>{''.join(items)}</ul>" if items else ""
 
 
 def publish(views: list[ScenarioView], path: Path | str) -> Path:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections import defaultdict
+from dataclasses import dataclass, replace
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from collector import physics
+from collector.physics import WARNING
 from collector.pretest import summarize
 from collector.records import RunStatus
 from collector.report import ScenarioView, fmt_cache, fmt_ms, fmt_ratio
@@ -144,6 +147,89 @@ def cache_lines(view: ScenarioView) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class PhysicsLine:
+    """One physics flag as a report says it: its kind (``flush``, ``fio``, ``plp``),
+    whom it is about (a drive, a cell, or ``all drives``), the words, its level."""
+
+    kind: str
+    who: str
+    message: str
+    level: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.kind} {self.who}: {self.message}"
+
+
+#: codes said once per drive (what the drive is), not per cell
+_DRIVE_CODES = (physics.FLUSH_UNCHECKED, physics.PLP_UNKNOWN, physics.PLP_NONE)
+
+
+def physics_lines(view: ScenarioView) -> list[PhysicsLine]:
+    """The physics checks (:mod:`collector.physics`) stored with the scenario's
+    pre-tests and runs, in words: per drive what the drive is (rotation unknown,
+    power-loss protection) and what its pre-tests showed, per cell what its runs showed
+    (a flag in several runs once, with the most extreme figures and how many runs);
+    a line every drive or cell shares is said once, for ``all drives``."""
+    by_run = {r.run_id: cv for cv in view.cells for r in cv.stats.runs if r.run_id is not None}
+    drive_flags: dict[str, dict[tuple[str, str], physics.Flag]] = defaultdict(dict)
+    cell_flags: dict[int, dict[str, list[physics.Flag]]] = defaultdict(lambda: defaultdict(list))
+    checked: dict[int, set[str]] = defaultdict(set)
+    for f in view.facts:
+        if f.key not in ("physics", "physics_iops") or not isinstance(f.value, list):
+            continue
+        cv = by_run.get(f.run_id) if f.scope == "run" else None
+        if f.scope == "run" and cv is None:
+            continue
+        if cv is not None:
+            checked[id(cv)].add(f.key)
+        for flag in (physics.Flag.from_fact(v) for v in f.value if isinstance(v, dict)):
+            if cv is None or flag.code in _DRIVE_CODES:
+                drive_flags[flag.drive].setdefault((flag.code, flag.message), flag)
+            else:
+                cell_flags[id(cv)][flag.code].append(flag)
+    per_drive: list[PhysicsLine] = []
+    order = {d: i for i, d in enumerate(view.drives)}
+    for drive in sorted(drive_flags, key=lambda d: (order.get(d, len(order)), d)):
+        per_drive += [
+            PhysicsLine(f.kind, drive, f.message, f.level) for f in drive_flags[drive].values()
+        ]
+    per_cell: list[PhysicsLine] = []
+    for cv in view.cells:
+        who = label(view, cv)
+        for flags in cell_flags[id(cv)].values():
+            worst = max(flags, key=lambda f: f.figures.get("ratio") or 0)
+            runs = len(cv.stats.runs)
+            many = (
+                f" (in {len(flags)} of {runs} runs)" if runs > 1 and worst.level == WARNING else ""
+            )
+            per_cell.append(PhysicsLine(worst.kind, who, worst.message + many, worst.level))
+        if "physics" in checked[id(cv)] and "physics_iops" not in checked[id(cv)]:
+            per_cell.append(
+                PhysicsLine("fio", who, "not checked: no telemetry of its runs", physics.NOTE)
+            )
+    cells = {label(view, cv) for cv in view.cells}
+    return _once(per_drive, set(view.drives)) + _once(per_cell, cells)
+
+
+def _once(lines: list[PhysicsLine], everyone: set[str]) -> list[PhysicsLine]:
+    """Lines whose words every one of ``everyone`` (the drives, or the cells) shares,
+    said once."""
+    whos: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for line in lines:
+        whos[(line.kind, line.message)].add(line.who)
+    shared = {k for k, v in whos.items() if len(everyone) > 1 and v >= everyone}
+    out = [line for line in lines if (line.kind, line.message) not in shared]
+    seen: set[tuple[str, str]] = set()
+    for line in lines:
+        key = (line.kind, line.message)
+        if key in shared and key not in seen:
+            seen.add(key)
+            out.append(PhysicsLine(line.kind, "all drives", line.message, line.level))
+    return out
+
+
 def warnings(view: ScenarioView) -> list[str]:
     """One line per cell whose runs carry a database warning (fits in RAM)."""
     return [f"{label(view, cv)}: {w}" for cv in view.cells for w in cv.warnings]
@@ -165,6 +251,10 @@ def publish(views: list[ScenarioView], console: Console | None = None) -> None:
             console.print(pre)
         for line in cache_lines(view):
             console.print(f"  [cyan]cache[/cyan] {escape(line)}", highlight=False)
+        for p in physics_lines(view):
+            style = "bold red" if p.level == physics.WARNING else "cyan"
+            console.print(f"  [{style}]{p.kind}[/{style}] {escape(p.who)}: {escape(p.message)}",
+                          highlight=False)  # fmt: skip
         for line in notes(view):
             console.print(f"  [yellow]note[/yellow] {line}", highlight=False)
         for line in warnings(view):

@@ -49,6 +49,43 @@ def db_host(inventory: dict[str, Any]) -> tuple[str, list[str]]:
     return str(name), [str(d.get("name")) for d in drives if isinstance(d, dict)]
 
 
+def candidate_drives(inventory: dict[str, Any]) -> list[dict[str, Any]]:
+    """The DB host's candidate drive entries (mappings only), in inventory order."""
+    hosts = _group_hosts(inventory, "db")
+    if not hosts:
+        return []
+    host_vars = hosts[sorted(hosts, key=str)[0]]
+    drives = host_vars.get("candidate_drives") if isinstance(host_vars, dict) else None
+    return [d for d in drives if isinstance(d, dict)] if isinstance(drives, list) else []
+
+
+#: what the inventory may declare about a candidate drive that no probe reads, and the
+#: words for a bad value (docs/drives.md; the physics checks use them)
+DECLARED_FIELDS = {
+    "rpm": "a whole number of revolutions per minute (0: it does not rotate)",
+    "power_loss_protection": "true or false",
+}
+
+
+def _declared_ok(key: str, value: Any) -> bool:
+    if key == "rpm":
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 30000
+    return isinstance(value, bool)
+
+
+def _check_declared(s: Scenario, inventory: dict[str, Any], host: str, source: str) -> None:
+    """The :data:`DECLARED_FIELDS` of every candidate drive the scenario uses."""
+    used = set(s.drives) | {m for rset in s.raid for m in rset.drives}
+    for entry in candidate_drives(inventory):
+        for key, words in DECLARED_FIELDS.items():
+            if entry.get("name") in used and key in entry and not _declared_ok(key, entry[key]):
+                raise _fail(
+                    source,
+                    f"inventory: {host} candidate drive {_show(entry.get('name'))}: {key} must"
+                    f" be {words}, not {_show(entry[key])}",
+                )
+
+
 def client_hosts(inventory: dict[str, Any]) -> list[str]:
     """The inventory's client hosts, client1..clientN in numeric order."""
     return sorted(map(str, _group_hosts(inventory, "clients")), key=_natural)
@@ -56,8 +93,10 @@ def client_hosts(inventory: dict[str, Any]) -> list[str]:
 
 def validate_against_inventory(s: Scenario, inventory: dict[str, Any], path: Path | str) -> None:
     """Drives and RAID members are candidate drives of the DB host, a RAID set is not
-    named like one, no host count exceeds the inventory's clients, and host names are
-    safe in the SQL identifiers, file names and folders they become."""
+    named like one, what the inventory declares about them (``rpm``,
+    ``power_loss_protection``) is well-formed, no host count exceeds the inventory's
+    clients, and host names are safe in the SQL identifiers, file names and folders
+    they become."""
     source = str(path)
     host, have = db_host(inventory)
     clients = client_hosts(inventory)
@@ -93,6 +132,7 @@ def validate_against_inventory(s: Scenario, inventory: dict[str, Any], path: Pat
                     f"raid[{i}].drives[{j}]: {member!r} is not a drive of {host}"
                     f" (have: {have_text})",
                 )
+    _check_declared(s, inventory, host, source)
     for i, count in enumerate(s.hosts):
         if count > len(clients):
             raise _fail(
@@ -139,6 +179,7 @@ def ssh_settings(inventory: dict, host: str) -> dict[str, Any] | None:
 NOT_CHECKED_WITHOUT_INVENTORY = (
     "the drives and RAID members are candidate drives of the DB host",
     "a RAID set is not named like one of them",
+    "their rpm and power_loss_protection are well-formed",
     "the host counts fit the inventory's client hosts",
     "the host names are valid",
 )

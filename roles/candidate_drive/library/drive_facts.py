@@ -1,6 +1,8 @@
 #!/usr/bin/python
 """What the drive was: model, serial, firmware, size, rotational, block sizes,
-scheduler, write cache (kernel view), SMART health where available, filesystem."""
+scheduler, write cache (kernel view), SMART health and rotation rate where available,
+filesystem, and what the inventory declares about it that no probe can read (its
+rotation rate, power-loss protection)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,15 @@ module: drive_facts
 short_description: device facts of candidate drives, for every result to carry
 options:
   devices: {description: the drives' devices, type: list, elements: path, required: true}
+  inventory:
+    description: the DB host's candidate_drives; a drive's rpm and power_loss_protection are reported as declared
+    type: list
+    elements: dict
+    default: []
 """
+
+#: inventory fields of a candidate drive reported as ``declared`` (no probe reads them)
+DECLARED = ("rpm", "power_loss_protection")
 
 LSBLK_COLS = "NAME,PATH,TYPE,SIZE,ROTA,MODEL,SERIAL,WWN,TRAN,VENDOR,REV,PHY-SEC,LOG-SEC,MIN-IO,OPT-IO,SCHED,RQ-SIZE,FSTYPE,LABEL,UUID"
 
@@ -59,7 +69,16 @@ def smart(dev, kname):
     }
 
 
-def facts(dev):
+def declared(real, inventory):
+    """The inventory's DECLARED fields of the entry whose device is ``real``."""
+    for entry in inventory:
+        device = entry.get("device") if isinstance(entry, dict) else None
+        if isinstance(device, str) and os.path.realpath(device) == real:
+            return {k: entry[k] for k in DECLARED if k in entry}
+    return {}
+
+
+def facts(dev, inventory=()):
     real = os.path.realpath(dev)
     kname = kname_of(real)
     proc = subprocess.run(
@@ -99,15 +118,20 @@ def facts(dev):
         "label": sig.get("LABEL"),
         "uuid": sig.get("UUID"),
         "smart": smart(real, kname),
+        "declared": declared(real, inventory),
     }
 
 
 def main():
     module = AnsibleModule(
-        argument_spec={"devices": {"type": "list", "elements": "path", "required": True}},
+        argument_spec={
+            "devices": {"type": "list", "elements": "path", "required": True},
+            "inventory": {"type": "list", "elements": "dict", "default": []},
+        },
         supports_check_mode=True,
     )
-    module.exit_json(changed=False, drives=[facts(d) for d in module.params["devices"]])
+    p = module.params
+    module.exit_json(changed=False, drives=[facts(d, p["inventory"]) for d in p["devices"]])
 
 
 if __name__ == "__main__":
