@@ -38,7 +38,7 @@ def _run(rep: int, *clients: ClientResult, status=RunStatus.COMPLETE) -> RunReco
 
 def test_new_store_has_the_current_schema(tmp_path):
     with Store.open(tmp_path / "r" / "drivelab.db") as s:
-        assert s.version() == SCHEMA_VERSION == 2
+        assert s.version() == SCHEMA_VERSION == 3
         assert s.scenarios() == []
     with Store.open(tmp_path / "r" / "drivelab.db") as s:  # reopening migrates nothing
         assert s.version() == SCHEMA_VERSION
