@@ -95,7 +95,8 @@ def name_problem(name):
 
 def value_text(value):
     """A YAML value as the settings file holds it: true/false as on/off, numbers as
-    written; Refusal for anything else (null, a list, a quote, a control character)."""
+    written; Refusal for anything else (null, a list, a quote, a control character, and
+    braces: the value reaches Ansible as an extra variable, which it would template)."""
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, int):
@@ -108,9 +109,9 @@ def value_text(value):
         raise Refusal(f"must be a string, a number or true/false (got {_show(value)})")
     if len(value) > MAX_VALUE:
         raise Refusal(f"at most {MAX_VALUE} characters")
-    bad = next((c for c in value if c in "'\\" or not c.isprintable()), None)
+    bad = next((c for c in value if c in "'\\{}" or not c.isprintable()), None)
     if bad is not None:
-        raise Refusal(f"{_show(value)}: no quotes, backslashes or control characters")
+        raise Refusal(f"{_show(value)}: no quotes, backslashes, braces or control characters")
     return value
 
 
