@@ -7,7 +7,8 @@ applied with a reload (or a restart where one needs it), and verified.
   ``postgres -D <conf_dir> -c lc_messages=C -c NAME=VALUE -C NAME`` (as postgres; no
   cluster needs to run). Unknown names (with the closest known one), bad values, units
   the server would not parse: one line, nothing changed. Returns ``settings`` (the text
-  the settings file gets) and ``values`` (each as the server reads it: 256MB -> 32768).
+  the settings file gets) and ``expected`` (each as the server reads it: 256MB -> 32768;
+  not ``values``, which Jinja would take for the dict's method).
 * ``state: judge`` (read-only): the same verdict for each of ``pairs`` ({name, value}),
   never failing: what ``drivelab run`` checks a scenario with before anything runs.
 * ``state: apply``: with the cluster running, and when the settings file ``changed``:
@@ -42,7 +43,7 @@ options:
   state: {description: "check (refuse what the server or drivelab would not take), judge (a verdict per pair), apply (reload or restart, verify)", type: str, choices: [check, judge, apply], default: check}
   settings: {description: "check: the settings to write (name: value)", type: dict, default: {}}
   pairs: {description: "judge: [{name, value}] to ask the server about", type: list, elements: dict, default: []}
-  expected: {description: "apply: each setting as the server reads it (check's values)", type: dict, default: {}}
+  expected: {description: "apply: each setting as the server reads it (check's expected)", type: dict, default: {}}
   changed: {description: "apply: the settings file changed", type: bool, default: false}
   major: {description: PostgreSQL major version, type: str, required: true}
   cluster: {description: "apply: the cluster's name (pg_ctlcluster)", type: str, default: drivelab}
@@ -147,7 +148,7 @@ def check(module: AnsibleModule, server: Server) -> None:
             module.fail_json(msg=f"setting {name}: {err}", refusal="bad_value")
     if not os.path.exists(os.path.join(server.conf_dir, "postgresql.conf")):
         if module.check_mode:  # the cluster is not made in check mode
-            module.exit_json(changed=False, settings=texts, values={}, checked=False)
+            module.exit_json(changed=False, settings=texts, expected={}, checked=False)
         server.fail(f"no {server.conf_dir}/postgresql.conf: the cluster does not exist")
     known = server.known()
     values = {}
@@ -158,7 +159,7 @@ def check(module: AnsibleModule, server: Server) -> None:
             major = module.params["major"]
             module.fail_json(msg=f"setting {name}: PostgreSQL {major} {v['message']}", refusal=code)
         values[name] = v["setting"]
-    module.exit_json(changed=False, settings=texts, values=values, checked=True)
+    module.exit_json(changed=False, settings=texts, expected=values, checked=True)
 
 
 def judge(module: AnsibleModule, server: Server) -> None:
