@@ -135,6 +135,7 @@ WAL_SYNC = """\
     repetitions: 1
     retries: 0
     postgresql:
+      settings: {shared_buffers: 64MB}
       sets:
         fdatasync: {wal_sync_method: fdatasync}
         open_datasync: {wal_sync_method: open_datasync}
@@ -180,14 +181,18 @@ def test_an_unknown_setting_is_refused_in_seconds_and_nothing_changes(lab2, tmp_
 
 
 def test_two_sets_of_settings_are_two_stored_cells_with_their_applied_setting(lab2, tmp_path):
-    """fdatasync and open_datasync (both valid on Linux, sighup: a reload, no restart)."""
+    """fdatasync and open_datasync (both valid on Linux; sighup: a reload). Every cell
+    also has shared_buffers 64MB (postmaster: the first cell's database stage restarts the
+    cluster for it, the second only reloads)."""
     scenario = tmp_path / "wal-sync.yml"
     scenario.write_text(textwrap.dedent(WAL_SYNC))
     env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"))
     proc = drivelab_run(scenario, env)
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out[-3000:]
-    assert "PostgreSQL settings: 1 checked by PostgreSQL 15 on dbhost; a reload suffices" in out
+    assert (
+        "PostgreSQL settings: 2 checked by PostgreSQL 15 on dbhost; a restart for shared_buffers"
+    ) in out
     con = sqlite3.connect(tmp_path / "results" / "drivelab.db")
     try:
         rows = con.execute(
@@ -203,8 +208,14 @@ def test_two_sets_of_settings_are_two_stored_cells_with_their_applied_setting(la
         ("open_datasync", "open_datasync", "complete"),
     ], rows
     for key, name, asked, _, applied in rows:
-        assert json.loads(asked) == {"wal_sync_method": name}, key
-        assert json.loads(applied) == {"wal_sync_method": name}, key  # as the server said
+        want = {"shared_buffers": "64MB", "wal_sync_method": name}
+        assert json.loads(asked) == want, key
+        assert json.loads(applied) == want, key  # as the server said (SHOW)
+    logs = sorted((tmp_path / "results" / "logs").glob("*-database.log"))
+    assert len(logs) == 2
+    first, second = (log.read_text() for log in logs)
+    assert "msg: restarted for shared_buffers" in first
+    assert "msg: reloaded" in second
     runs = tmp_path / "results" / "runs" / "wal-sync"
     assert sorted(p.name for p in runs.iterdir()) == [
         "nvme-ext4-tablespace-s2-h1-tpcb-pgfdatasync",
