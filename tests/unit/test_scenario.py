@@ -891,8 +891,8 @@ PG_BAD: list[tuple[str, Any, str]] = [
     (
         "an upper-case name",
         {"settings": {"Shared_Buffers": "1GB"}},
-        "postgresql.settings.Shared_Buffers: 'Shared_Buffers' is not a setting name"
-        " ([a-z_][a-z0-9_]{0,62})",
+        "postgresql.settings.Shared_Buffers: write Shared_Buffers in lower case: shared_buffers"
+        " (PostgreSQL ignores the case)",
     ),
     (
         "no value",
@@ -985,6 +985,24 @@ def test_the_capture_is_of_postgresql_15() -> None:
     assert CAPTURED["server"].startswith("PostgreSQL 15.")
     assert len(KNOWN) > 300 and KNOWN["shared_buffers"]["context"] == "postmaster"
     assert KNOWN["wal_sync_method"] == {"context": "sighup", "vartype": "enum"}
+
+
+def test_the_names_drivelab_keeps_are_postgresql_15s() -> None:
+    """A misspelt name in the lists would let the real one through."""
+    rows = json.loads((PGDATA / "pg15-pg_settings.json").read_text(encoding="utf-8"))
+    names = {r["name"] for r in rows}
+    assert set(RULES.OWNED) | set(RULES.STOPS_THE_RUN) <= names
+    # every setting fits the pattern, written in lower case (PostgreSQL ignores the case)
+    assert all(RULES.NAME.fullmatch(n.lower()) for n in names)
+    assert RULES.name_problem("TimeZone") == (
+        "write TimeZone in lower case: timezone (PostgreSQL ignores the case)"
+    )
+
+
+def test_describe_config_gives_the_contexts_pg_settings_has() -> None:
+    rows = json.loads((PGDATA / "pg15-pg_settings.json").read_text(encoding="utf-8"))
+    contexts = {r["name"]: r["context"] for r in rows}
+    assert {n: KNOWN[n]["context"] for n in KNOWN} == {n: contexts[n] for n in KNOWN}
 
 
 @pytest.mark.parametrize("case", CAPTURED["cases"], ids=lambda c: f"{c['name']}={c['value']}")

@@ -101,13 +101,14 @@ class Server:
         if not names:
             return {}
         quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
+        # pg_settings spells a few names in mixed case (TimeZone); drivelab's are lower case
         text = self.sql(
             f"SELECT coalesce(json_agg(s), '[]') FROM (SELECT {ROW} FROM pg_settings"  # noqa: S608
-            f" WHERE name IN ({quoted})) s"
+            f" WHERE lower(name) IN ({quoted})) s"
         )
         if text is None:
             self.fail("cannot read pg_settings from the running cluster")
-        return {r["name"]: r for r in json.loads(text)}
+        return {r["name"].lower(): r for r in json.loads(text)}
 
     def wait(self, what: str, check, seconds: float):
         deadline = time.monotonic() + seconds

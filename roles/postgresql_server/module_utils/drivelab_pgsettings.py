@@ -19,8 +19,10 @@ import difflib
 import math
 import re
 
-#: a setting's name: PostgreSQL's unquoted identifier, lower case (63 bytes at most);
-#: custom names with a dot (extensions' ``x.y``) are not settings drivelab knows
+#: a setting's name: PostgreSQL's unquoted identifier, lower case (63 bytes at most;
+#: PostgreSQL ignores case, so DateStyle, IntervalStyle and TimeZone are written
+#: datestyle, intervalstyle, timezone: one spelling per setting); custom names with a
+#: dot (extensions' ``x.y``) are not settings drivelab knows
 NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 #: a value is written into the settings file between single quotes
 MAX_VALUE = 1024
@@ -84,6 +86,8 @@ def _show(value, limit=40):
 
 def name_problem(name):
     """Why drivelab will not set ``name`` (one line, without the name), or None."""
+    if isinstance(name, str) and name != name.lower() and NAME.fullmatch(name.lower()):
+        return f"write {name} in lower case: {name.lower()} (PostgreSQL ignores the case)"
     if not isinstance(name, str) or not NAME.fullmatch(name):
         return f"{_show(name)} is not a setting name ({NAME.pattern})"
     if name in OWNED:
