@@ -195,7 +195,8 @@ class ScenarioRun:
         answer = runner.check_pg_settings(
             pgsettings.to_ask(s), inventory=self.opts.inventory, stream=self.opts.verbose
         )
-        self.console.print(pgsettings.check(s, answer), highlight=False)
+        # one line whatever its length (rich wraps at 80 columns when not on a terminal)
+        self.console.print(pgsettings.check(s, answer), highlight=False, soft_wrap=True)
 
     def check_stored_settings(self) -> None:
         """A cell of this scenario already stored with other PostgreSQL settings (the file
