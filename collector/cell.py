@@ -1,5 +1,6 @@
 """What a cell of a scenario is to run: the pgbench options of each client host, and the
-cell itself (scenario, drive, filesystem, placement, dataset, hosts, write cache, load).
+cell itself (scenario, drive, filesystem, placement, dataset, hosts, write cache, load,
+PostgreSQL settings).
 
 Plain data, no hosts touched: the scenario layer makes these from a scenario file, the
 runner hands them to the playbooks, and :attr:`Cell.spec` gives the cell's identity
@@ -8,6 +9,7 @@ runner hands them to the playbooks, and :attr:`Cell.spec` gives the cell's ident
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +103,10 @@ class Cell:
     write_cache: str = "leave"  # leave, on, off
     mkfs_options: tuple[str, ...] = ()
     mount_options: str | None = None
+    #: the set of PostgreSQL settings (its name, None without sets) and the settings the
+    #: database stage gives the cluster (the scenario's, a set's over them)
+    pg_settings_name: str | None = None
+    pg_settings: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def spec(self) -> CellSpec:
@@ -116,6 +122,8 @@ class Cell:
             write_cache=self.write_cache,
             mkfs_options=tuple(self.mkfs_options),
             mount_options=self.mount_options,
+            pg_settings_name=self.pg_settings_name,
+            pg_settings=dict(self.pg_settings),
         )
 
     @property

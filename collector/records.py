@@ -513,7 +513,13 @@ class CellSpec:
     ``threads``, ``duration``, ``transactions``, ``rate``). ``mkfs_options`` and
     ``mount_options`` are the filesystem's as asked: a scenario holds one entry per
     filesystem type, so they never tell two of its cells apart and are recorded with
-    the cell, not spelled in its names."""
+    the cell, not spelled in its names.
+
+    ``pg_settings`` are the PostgreSQL settings the scenario gave the cell (its
+    ``postgresql.settings`` with its set's over them, as the settings file holds them),
+    and ``pg_settings_name`` the name of its set (None without sets): the name is spelled
+    in every name of the cell (``-pg<name>``, ``pg <name>``), so two sets are two cells;
+    the settings are recorded with it."""
 
     drive: str
     workload: str = "tpcb"
@@ -525,15 +531,19 @@ class CellSpec:
     write_cache: str = "leave"
     mkfs_options: tuple[str, ...] = ()
     mount_options: str | None = None
+    pg_settings_name: str | None = None
+    pg_settings: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def cell_id(self) -> str:
         """``nvme-ext4-tablespace-s20-h2-tpcb``, ``-wcon``/``-wcoff`` when the write
-        cache is set: the run folder's name."""
+        cache is set, ``-pg<set>`` for a set of PostgreSQL settings: the run folder's name."""
         parts = [self.drive, self.filesystem, self.placement, f"s{self.scale}"]
         parts += [f"h{self.clients or 'all'}", self.workload]
         base = "-".join(str(p) for p in parts)
-        return base if self.write_cache == "leave" else f"{base}-wc{self.write_cache}"
+        if self.write_cache != "leave":
+            base += f"-wc{self.write_cache}"
+        return base if self.pg_settings_name is None else f"{base}-pg{self.pg_settings_name}"
 
     @property
     def test(self) -> str:
@@ -557,6 +567,8 @@ class CellSpec:
             parts.append(f"{flag}{v}" if flag else f"{k}={v}")
         if self.write_cache != "leave":
             parts.append(f"wc {self.write_cache}")
+        if self.pg_settings_name is not None:
+            parts.append(f"pg {self.pg_settings_name}")
         return " ".join(parts)
 
     @property
@@ -577,6 +589,8 @@ class CellSpec:
             "write_cache": self.write_cache,
             "mkfs_options": list(self.mkfs_options),
             "mount_options": self.mount_options,
+            "pg_settings_name": self.pg_settings_name,
+            "pg_settings": dict(self.pg_settings),
         }
 
 

@@ -48,7 +48,7 @@ CLIENT_FILES = {
 #: the CellSpec fields a run.json ``cell`` may carry; any other key goes into params
 CELL_FIELDS = (
     "drive", "workload", "filesystem", "placement", "scale", "clients",
-    "write_cache", "mkfs_options", "mount_options",
+    "write_cache", "mkfs_options", "mount_options", "pg_settings_name", "pg_settings",
 )  # fmt: skip
 
 
@@ -286,6 +286,9 @@ def _cell_spec(c: Checker, cell: Mapping[str, Any], hosts: int) -> CellSpec:
     mkfs = c.get(cell, "mkfs_options", (list,), "cell.", required=False, default=[])
     if not all(isinstance(o, str) for o in mkfs):
         raise c.fail(f"'cell.mkfs_options' must be a list of strings, not {_short(mkfs)}")
+    pg = c.obj(c.get(cell, "pg_settings", (dict,), "cell.", required=False, default={}), "")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in pg.items()):
+        raise c.fail(f"'cell.pg_settings' must map names to strings, not {_short(pg)}")
     return CellSpec(
         drive=c.get(cell, "drive", (str,), "cell."),
         workload=c.get(cell, "workload", (str,), "cell.", required=False, default="tpcb"),
@@ -297,6 +300,8 @@ def _cell_spec(c: Checker, cell: Mapping[str, Any], hosts: int) -> CellSpec:
         write_cache=write_cache,
         mkfs_options=tuple(mkfs),
         mount_options=c.get(cell, "mount_options", (str,), "cell.", required=False),
+        pg_settings_name=c.get(cell, "pg_settings_name", (str,), "cell.", required=False),
+        pg_settings=dict(pg),
     )
 
 

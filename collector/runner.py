@@ -4,6 +4,7 @@ The stages, each one playbook (Ansible does the distributed work; this module on
 chooses the variables, keeps the run folder and records it):
 
     provision()         playbooks/provision.yml   PostgreSQL, roles, pgpass, pgbench
+    check_pg_settings() playbooks/pg_settings.yml the server's verdict on settings (read-only)
     prepare_drives()    playbooks/drives.yml      gate, mkfs, mount, device facts
     prepare_database()  playbooks/database.yml    tablespace or cluster, databases, pgbench -i
     run_pgbench()       playbooks/pgbench.yml     cold start, synchronized start, fetch
@@ -110,6 +111,19 @@ def telemetry(
     )
 
 
+def check_pg_settings(
+    pairs: list[dict[str, str]], *, inventory: Path | None = None, stream: bool = False
+) -> dict[str, Any]:
+    """The DB host's installed PostgreSQL's verdict on each {name, value}
+    (playbooks/pg_settings.yml, read-only): {host, version, verdicts}."""
+    with tempfile.TemporaryDirectory(prefix="drivelab-pgsettings-") as tmp:
+        out = Path(tmp) / "verdicts.json"
+        extra = {"postgresql_server_check_pairs": pairs, "postgresql_server_check_out": str(out)}
+        run_playbook("pg_settings.yml", extra, inventory=inventory, stream=stream,
+                     what="PostgreSQL settings check")  # fmt: skip
+        return json.loads(out.read_text(encoding="utf-8"))
+
+
 def prepare_drives(
     request: list[dict[str, Any]],
     *,
@@ -170,8 +184,11 @@ def prepare_database(
 ) -> PlaybookResult:
     """The cell's databases (playbooks/database.yml). ``provisioned``: provision.yml ran
     in this session, so drivelab's own cluster needs only to be running (its packages,
-    settings and roles are as provisioning left them); a cluster placement still gets
-    the whole postgresql_server role for its cluster on the drive."""
+    access rules and roles are as provisioning left them); a cluster placement still gets
+    the whole postgresql_server role for its cluster on the drive. Either way the cluster
+    gets the cell's PostgreSQL settings (``drivelab_postgresql_settings``, over the
+    inventory's; {} takes a previous cell's away), with a reload, or a restart where one
+    needs it, each checked to have taken."""
     facts = cell.cell_dir(root) / "db"
     facts.mkdir(parents=True, exist_ok=True)
     extra: dict[str, Any] = {
@@ -181,6 +198,7 @@ def prepare_database(
         "pgbench_database_init_options": list(cell.init_options),
         "pgbench_database_facts_dir": str(facts),
         "pgbench_database_provisioned": provisioned,
+        "drivelab_postgresql_settings": dict(cell.pg_settings),
     }
     if cell.hosts:
         extra["pgbench_database_clients"] = list(cell.hosts)

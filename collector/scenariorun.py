@@ -1,7 +1,9 @@
 """The runner of a scenario, stage by stage:
 
-    preflight   every host answers over SSH before any drive is touched
+    preflight   every host answers over SSH before any drive is touched (and the store
+                holds no cell of the scenario with other PostgreSQL settings)
     provision   playbooks/provision.yml, skipped when every host is current
+    settings    the DB host's PostgreSQL checks the scenario's settings (read-only)
     telemetry   node_exporter and Prometheus (unless asked not to)
     per cell    drive (gate, mkfs, mount; only when the filesystem request changes),
                 pre-tests (once per drive and filesystem), database (place, initialise),
@@ -36,7 +38,7 @@ from collector.paths import REPO
 from collector.playbook import HOLDS_POSTGRESQL_DATA, PlaybookFailed, ansible_bin
 from collector.report import PRETEST_PREFIXES
 from collector.runfolder import DB_DIR, PG_STAT
-from collector.scenario import PlannedCell, Scenario, estimate_seconds
+from collector.scenario import PlannedCell, Scenario, estimate_seconds, pgsettings
 from collector.scenario.inventory import prometheus_url, ssh_settings
 from collector.stats import summarize
 from collector.store import Store
@@ -143,8 +145,10 @@ class ScenarioRun:
     def run(self) -> Progress:
         """Every stage; returns the counts. Raises DrivelabError when no cell could run."""
         opts = self.opts
+        self.check_stored_settings()
         preflight(opts.inventory, self.console)
         self.provision()
+        self.check_settings()
         if opts.telemetry:
             live_target = f"{opts.metrics_addr}:{opts.metrics_port}" if opts.live else ""
             runner.telemetry(live_target=live_target, inventory=opts.inventory,
@@ -179,6 +183,41 @@ class ScenarioRun:
             self.console.print(
                 "provisioning skipped: every host is current (--reprovision forces it)"
             )
+
+    def check_settings(self) -> None:
+        """The scenario's PostgreSQL settings, checked by the DB host's installed server
+        (read-only) after provisioning (which installs it) and before the first cell: an
+        unknown name or a value it would not take is one line naming the file and the
+        YAML path, and nothing else runs."""
+        s = self.scenario
+        if not s.postgresql.given():
+            return
+        answer = runner.check_pg_settings(
+            pgsettings.to_ask(s), inventory=self.opts.inventory, stream=self.opts.verbose
+        )
+        # one line whatever its length (rich wraps at 80 columns when not on a terminal)
+        self.console.print(pgsettings.check(s, answer), highlight=False, soft_wrap=True)
+
+    def check_stored_settings(self) -> None:
+        """A cell of this scenario already stored with other PostgreSQL settings (the file
+        was edited since) would mix two configurations under one key: refused, before
+        anything runs."""
+        if not self.opts.db.exists():
+            return
+        with Store.open(self.opts.db, create=False) as store:
+            sid = next((i.id for i in store.scenarios() if i.name == self.scenario.name), None)
+            stored = {spec.key: spec for _, spec in store.cells(sid)} if sid is not None else {}
+        for planned in self.cells:
+            spec = planned.cell.spec
+            old = stored.get(spec.key)
+            if old is not None and dict(old.pg_settings) != dict(spec.pg_settings):
+                have = ", ".join(f"{k}={v}" for k, v in old.pg_settings.items()) or "none"
+                want = ", ".join(f"{k}={v}" for k, v in spec.pg_settings.items()) or "none"
+                raise DrivelabError(
+                    f"{self.scenario.source}: postgresql: {spec.cell_id} is stored in"
+                    f" {self.opts.db} with other PostgreSQL settings ({have}; now {want}):"
+                    " give the new ones a set of their own, or use another scenario name or --db"
+                )
 
     def run_cell(self, planned: PlannedCell) -> None:
         cell = planned.cell

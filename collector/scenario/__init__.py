@@ -26,6 +26,9 @@ back up:
   :class:`PlannedCell`, :func:`expand`.
 - :mod:`collector.scenario.plan` (-> matrix, schema): the time estimates
   (:func:`estimate_seconds`...) and :func:`plan_text`.
+- :mod:`collector.scenario.pgsettings` (-> schema, wording): the scenario's PostgreSQL
+  settings as asked of the DB host's server, and its verdicts as one line
+  (:func:`~collector.scenario.pgsettings.check`).
 
 Every public name, and the private ones the tests use, is re-exported here:
 ``from collector.scenario import ...`` and ``scenario.<name>`` work as they did when
@@ -42,6 +45,7 @@ from collector.scenario.inventory import (
 )
 from collector.scenario.loader import MAX_FILE_BYTES, MAX_VALUES, load, parse
 from collector.scenario.matrix import AdaptivePolicy, PlannedCell, expand
+from collector.scenario.pgsettings import NOT_CHECKED_WITHOUT_SERVER
 from collector.scenario.plan import (
     INIT_FIXED,
     INIT_PER_SCALE_PER_HOST,
@@ -61,6 +65,7 @@ from collector.scenario.schema import (
     HOST_NAME,
     HOST_RULES,
     MOUNT_OPTIONS,
+    PG_RULES,
     SCENARIO_NAME,
     SCRIPT_PATH,
     WRITE_CACHE,
@@ -70,6 +75,7 @@ from collector.scenario.schema import (
     DriveName,
     Filesystem,
     MountOptions,
+    Postgresql,
     Pretests,
     RaidSet,
     Repetitions,
@@ -93,7 +99,9 @@ __all__ = [
     "MAX_VALUES",
     "MOUNT_OPTIONS",
     "NOT_CHECKED_WITHOUT_INVENTORY",
+    "NOT_CHECKED_WITHOUT_SERVER",
     "OVERHEAD_PER_REPETITION",
+    "PG_RULES",
     "PRETEST_SECONDS",
     "SCENARIO_NAME",
     "SCRIPT_PATH",
@@ -107,6 +115,7 @@ __all__ = [
     "Filesystem",
     "MountOptions",
     "PlannedCell",
+    "Postgresql",
     "Pretests",
     "RaidSet",
     "Repetitions",

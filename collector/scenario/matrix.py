@@ -80,8 +80,9 @@ def _pgbench(w: Workload) -> PgbenchOptions:
 
 def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
     """The matrix in run order: drive (drives, then RAID sets, as listed), filesystem,
-    placement, scale, hosts, write cache; so each filesystem is made once for all the
-    cells on it, and each database initialised once for the write cache variants."""
+    placement, scale, hosts, write cache, PostgreSQL set; so each filesystem is made once
+    for all the cells on it, each database initialised once for the write cache variants,
+    and the settings, which need only a reload or a restart, change last."""
     clients = client_hosts(inventory)
     pgbench = _pgbench(s.workload)
     if isinstance(s.repetitions, AdaptiveRepetitions):
@@ -91,6 +92,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
     else:
         adaptive, reps = None, s.repetitions
     pretests = s.pretests.model_dump() if s.pretests.enabled() else {}
+    variants = s.postgresql.variants()
     rows: list[tuple[Cell, list[dict[str, Any]], str, dict[str, bool]]] = []
     for name, rset in s.units():
         for fs in s.filesystems:
@@ -101,28 +103,31 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
                 for scale in s.workload.scale:
                     for count in s.hosts:
                         for wc in s.write_cache:
-                            cell = Cell(
-                                scenario=s.name,
-                                drive=name,
-                                filesystem=fs.fs,
-                                placement=placement,
-                                scale=scale,
-                                hosts=tuple(clients[:count]),
-                                pgbench=pgbench,
-                                init_options=tuple(s.workload.init_options),
-                                write_cache=wc,
-                                mkfs_options=tuple(fs.mkfs_options),
-                                mount_options=fs.mount_options,
-                            )
-                            rows.append(
-                                (
-                                    cell,
-                                    _request(name, rset, fs),
-                                    wc,
-                                    pretests if first else {},
+                            for set_name, pg_settings in variants:
+                                cell = Cell(
+                                    scenario=s.name,
+                                    drive=name,
+                                    filesystem=fs.fs,
+                                    placement=placement,
+                                    scale=scale,
+                                    hosts=tuple(clients[:count]),
+                                    pgbench=pgbench,
+                                    init_options=tuple(s.workload.init_options),
+                                    write_cache=wc,
+                                    mkfs_options=tuple(fs.mkfs_options),
+                                    mount_options=fs.mount_options,
+                                    pg_settings_name=set_name,
+                                    pg_settings=pg_settings,
                                 )
-                            )
-                            first = False
+                                rows.append(
+                                    (
+                                        cell,
+                                        _request(name, rset, fs),
+                                        wc,
+                                        pretests if first else {},
+                                    )
+                                )
+                                first = False
     ids = [cell.cell_id for cell, *_ in rows]
     # the schema makes every dimension unique, so this is a bug in drivelab, not the file
     assert len(ids) == len(set(ids)), f"cell ids collide in {s.name}: {ids}"  # noqa: S101

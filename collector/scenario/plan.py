@@ -56,6 +56,23 @@ def _duration_text(seconds: float) -> str:
     return f"{secs} s"
 
 
+def _settings_text(settings: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in settings.items()) or "PostgreSQL's defaults"
+
+
+def _settings_lines(s: Scenario) -> list[str]:
+    """The PostgreSQL settings of every cell, and each set (its cells are named -pg<set>)."""
+    pg = s.postgresql
+    out = []
+    if pg.settings:
+        base = {k: v for k, v in pg.variants()[0][1].items() if k in pg.settings}
+        out.append(f"PostgreSQL settings of every cell: {_settings_text(base)}")
+    for name, items in pg.sets.items():
+        given = {k: v for k, v in dict(pg.variants())[name].items() if k in items}
+        out.append(f"PostgreSQL set {name}: {_settings_text(given)}")
+    return out
+
+
 def plan_text(s: Scenario, cells: list[PlannedCell], hosts_by_count: bool = False) -> str:
     """The plan as printed before a run: every cell in order, its repetitions and estimate.
     ``hosts_by_count``: the hosts column says how many (a plan made without an inventory)."""
@@ -75,6 +92,7 @@ def plan_text(s: Scenario, cells: list[PlannedCell], hosts_by_count: bool = Fals
         + (f", baseline {s.baseline}" if s.baseline else "")
         + f", {s.retries} retr{'y' if s.retries == 1 else 'ies'}",
     ]
+    lines += _settings_lines(s)
     width = max((len(c.cell_id) for c in cells), default=4)
     lines.append(f"{'#':>5}  {'cell':<{width}}  {'hosts':<18}  {'reps':>4}  estimate")
     for c in cells:

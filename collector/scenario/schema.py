@@ -1,8 +1,9 @@
 """The scenario file's schema: the name patterns, the pydantic models and their checks.
 
-``HOST_RULES`` is the DB host's own allow-list module for mkfs and mount options,
-loaded from roles/ by path (``REPO`` from :mod:`collector.paths`), so a scenario is
-refused with the line the host would give.
+``HOST_RULES`` is the DB host's own allow-list module for mkfs and mount options, and
+``PG_RULES`` its rules for PostgreSQL settings (which names drivelab keeps for itself,
+what a value may be), both loaded from roles/ by path (``REPO`` from
+:mod:`collector.paths`), so a scenario is refused with the line the host would give.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pydantic import (
 )
 
 from collector.paths import REPO
-from collector.scenario.wording import _show
+from collector.scenario.wording import PathError, _key, _show
 
 # --- names and arguments -----------------------------------------------------------------
 
@@ -64,12 +65,11 @@ ScenarioName = Annotated[str, AfterValidator(_matching(SCENARIO_NAME, "name"))]
 Argument = Annotated[str, AfterValidator(_matching(ARGUMENT, "argument"))]
 
 
-def _host_rules() -> Any:
-    """The DB host's own allow-lists for mkfs and mount options (the module drive_format
-    builds its argv with them): loaded from the role, so a scenario is refused with the
-    very line the host would give, before anything runs."""
-    path = REPO / "roles" / "candidate_drive" / "module_utils" / "drivelab_argv.py"
-    spec = importlib.util.spec_from_file_location("drivelab_argv", path)
+def _host_module(role: str, name: str) -> Any:
+    """A role's module_utils file, as the host's modules use it: loaded from the role, so
+    a scenario is refused with the very line the host would give, before anything runs."""
+    path = REPO / "roles" / role / "module_utils" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
@@ -77,7 +77,10 @@ def _host_rules() -> Any:
     return module
 
 
-HOST_RULES = _host_rules()
+#: the DB host's allow-lists for mkfs and mount options (drive_format builds its argv with them)
+HOST_RULES = _host_module("candidate_drive", "drivelab_argv")
+#: the DB host's rules for PostgreSQL settings (module drivelab_pg_settings)
+PG_RULES = _host_module("postgresql_server", "drivelab_pgsettings")
 
 
 MountOptions = Annotated[str, AfterValidator(_matching(MOUNT_OPTIONS, "mount option string"))]
@@ -276,6 +279,74 @@ def _write_cache(value: Any) -> Any:
     raise ValueError(f"must be leave, on or off, or a list of them (got {_show(value)})")
 
 
+#: at most this many settings in one mapping, and this many named sets
+MAX_PG_SETTINGS = 200
+MAX_PG_SETS = 32
+
+
+def _pg_settings(value: Any) -> Any:
+    """``{name: value}``: names PostgreSQL's (the server checks each when the run starts),
+    none that drivelab keeps for itself or that would stop the run; values strings,
+    numbers or true/false (written on/off)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a mapping of setting: value (got {_show(value)})")
+    if len(value) > MAX_PG_SETTINGS:
+        raise ValueError(f"at most {MAX_PG_SETTINGS} settings")
+    for name, item in value.items():
+        problem = PG_RULES.name_problem(name)
+        if problem:
+            raise PathError(_key(name), problem)
+        try:
+            PG_RULES.value_text(item)
+        except PG_RULES.Refusal as err:
+            raise PathError(_key(name), str(err)) from None
+    return value
+
+
+def _pg_sets(value: Any) -> Any:
+    """``{set name: {name: value}}``: each set one more value of the matrix's last axis."""
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a mapping of set name: settings (got {_show(value)})")
+    if len(value) > MAX_PG_SETS:
+        raise ValueError(f"at most {MAX_PG_SETS} sets")
+    for name, settings in value.items():
+        if not DRIVE_NAME.fullmatch(name):
+            raise PathError(
+                _key(name), f"{_show(name)} is not a valid set name ({DRIVE_NAME.pattern})"
+            )
+        try:
+            _pg_settings(settings)
+        except PathError as err:
+            raise PathError(f"{_key(name)}.{err.path}", str(err)) from None
+        except ValueError as err:
+            raise PathError(_key(name), str(err)) from None
+    return value
+
+
+class Postgresql(Strict):
+    """PostgreSQL settings: ``settings`` for every cell, and named ``sets``, each one
+    value of an axis of the matrix (a set's settings go over ``settings``)."""
+
+    settings: Annotated[dict[str, Any], BeforeValidator(_pg_settings)] = Field(default_factory=dict)
+    sets: Annotated[dict[str, dict[str, Any]], BeforeValidator(_pg_sets)] = Field(
+        default_factory=dict
+    )
+
+    def variants(self) -> list[tuple[str | None, dict[str, str]]]:
+        """(set name, effective settings as the settings file holds them) per value of
+        the axis, in the file's order; one unnamed variant when there are no sets."""
+        base = {k: PG_RULES.value_text(v) for k, v in self.settings.items()}
+        if not self.sets:
+            return [(None, base)]
+        return [
+            (name, base | {k: PG_RULES.value_text(v) for k, v in items.items()})
+            for name, items in self.sets.items()
+        ]
+
+    def given(self) -> bool:
+        return bool(self.settings or any(self.sets.values()))
+
+
 class Scenario(Strict):
     name: ScenarioName
     description: str = Field("", max_length=10_000)
@@ -307,6 +378,7 @@ class Scenario(Strict):
     #: a partial or failed repetition is run again up to this many times in the same run
     retries: int = Field(1, ge=0, le=10)
     pretests: Annotated[Pretests, BeforeValidator(_pretests)] = Field(default_factory=Pretests)
+    postgresql: Postgresql = Field(default_factory=Postgresql)
     sizes: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     _source: str = PrivateAttr("")

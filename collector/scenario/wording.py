@@ -23,6 +23,15 @@ from collector.errors import DrivelabError
 MAX_MESSAGE = 300
 
 
+class PathError(ValueError):
+    """A check's problem at a path below the value it checks (``sets.fast.port`` of
+    ``postgresql``): ``_first_error`` adds ``path`` to the YAML path it reports."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 def _show(value: Any, limit: int = 40) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -124,6 +133,9 @@ def _first_error(exc: ValidationError, prefix: str = "", *, root: type[BaseModel
     err = exc.errors(include_url=False)[0]
     where = _path(tuple(err["loc"]))
     message = _message(err, root)
+    below = (err.get("ctx") or {}).get("error")
+    if isinstance(below, PathError):  # a check names the key below its value at fault
+        where = f"{where}.{below.path}" if where else below.path
     if not where and re.match(r"[a-z_]+(\[\d+\])?(\.[a-z_]+(\[\d+\])?)*: ", message):
         # a model-level check names its own path ("raid[0].name: ...")
         where, message = message.split(": ", 1)

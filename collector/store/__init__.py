@@ -206,8 +206,8 @@ class Store(Reads):
                 return int(row[0])
             cur.execute(
                 "INSERT INTO cells (scenario_id, key, drive, workload, filesystem, placement,"
-                " scale, clients, params_json, write_cache, filesystem_json)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                " scale, clients, params_json, write_cache, filesystem_json, pg_settings_name,"
+                " pg_settings_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     scenario_id,
                     cell.key,
@@ -220,6 +220,8 @@ class Store(Reads):
                     _dumps(dict(cell.params)),
                     cell.write_cache,
                     _dumps(_filesystem_options(cell)),
+                    cell.pg_settings_name,
+                    _dumps(dict(cell.pg_settings)),
                 ),
             )
             return int(cur.lastrowid)

@@ -45,7 +45,8 @@ class Reads:
     def cells(self, scenario_id: int) -> list[tuple[int, CellSpec]]:
         rows = self.conn.execute(
             "SELECT id, drive, workload, filesystem, placement, scale, clients, params_json,"
-            " write_cache, filesystem_json FROM cells WHERE scenario_id = ? ORDER BY id",
+            " write_cache, filesystem_json, pg_settings_name, pg_settings_json"
+            " FROM cells WHERE scenario_id = ? ORDER BY id",
             (scenario_id,),
         ).fetchall()
         out = []
@@ -55,6 +56,7 @@ class Reads:
                 r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]), write_cache=r[8],
                 mkfs_options=tuple(fs.get("mkfs_options") or ()),
                 mount_options=fs.get("mount_options"),
+                pg_settings_name=r[10], pg_settings=json.loads(r[11]),
             )  # fmt: skip
             out.append((r[0], spec))
         return out

@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _STATUSES = "('complete', 'partial', 'failed')"
 
 
@@ -146,5 +146,11 @@ MIGRATIONS: dict[int, tuple[str | Callable[[sqlite3.Cursor], None], ...]] = {
         "ALTER TABLE cells ADD COLUMN write_cache TEXT NOT NULL DEFAULT 'leave'",
         "ALTER TABLE cells ADD COLUMN filesystem_json TEXT NOT NULL DEFAULT '{}'",
         _cells_write_cache,
+    ),
+    3: (
+        # a cell's PostgreSQL settings: its set's name (spelled in its key) and the
+        # settings the scenario gave it (recorded); a version-2 cell had none of its own
+        "ALTER TABLE cells ADD COLUMN pg_settings_name TEXT",
+        "ALTER TABLE cells ADD COLUMN pg_settings_json TEXT NOT NULL DEFAULT '{}'",
     ),
 }

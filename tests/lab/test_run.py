@@ -1,9 +1,12 @@
 """`drivelab run` end to end on the real lab: a 2 drives x 2 repetitions scenario (XFS)
 killed with SIGKILL after its first stored run and started again finishes with
-exactly the expected runs in the store; adaptive repetitions stop within their bounds."""
+exactly the expected runs in the store; adaptive repetitions stop within their bounds;
+a scenario's PostgreSQL setting the server does not know is refused in seconds with
+nothing changed, and two sets of settings (wal_sync_method) are two stored cells."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -14,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.conftest import BIN, REPO, drivelab
+from tests.lab.conftest import BIN, REPO, db_drives, drivelab
 
 pytestmark = pytest.mark.lab
 
@@ -110,6 +113,114 @@ def test_adaptive_repetitions_stop_within_bounds_and_report_the_ci(lab2, tmp_pat
     runs = stored(tmp_path / "results" / "drivelab.db")
     assert 2 <= len(runs) <= 4, runs
     assert "complete runs, 95% CI ±" in out
+
+
+UNKNOWN_SETTING = """\
+    ---
+    name: unknown-setting
+    drives: [hdd10k]
+    workload: {scale: [2], clients_per_host: 1, threads: 1, duration: 5}
+    repetitions: 1
+    postgresql:
+      settings: {checkpoint_timeout: 5min}
+      sets:
+        fast: {wal_sync_methd: fdatasync}
+"""
+WAL_SYNC = """\
+    ---
+    name: wal-sync
+    drives: [nvme]
+    workload: {scale: [2], clients_per_host: 2, threads: 1, duration: 5}
+    hosts: [1]
+    repetitions: 1
+    retries: 0
+    postgresql:
+      settings: {shared_buffers: 64MB}
+      sets:
+        fdatasync: {wal_sync_method: fdatasync}
+        open_datasync: {wal_sync_method: open_datasync}
+"""
+CONF = Path("/etc/postgresql/15/drivelab/conf.d/drivelab.conf")
+PIDFILE = Path("/var/lib/postgresql/15/drivelab/postmaster.pid")
+
+
+def test_an_unknown_setting_is_refused_in_seconds_and_nothing_changes(lab2, tmp_path, monkeypatch):
+    """The DB host's own server refuses the name, after preflight and provisioning (here
+    current: stopped at the stamps) and before any drive, setting or store is touched."""
+    from collector import runner  # noqa: PLC0415
+
+    monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
+    # the lab provisioned, as a run leaves it (the inventory named as drivelab run names
+    # it: the provisioning stamp covers the inventory's path)
+    runner.provision_unless_unchanged(inventory=REPO / "inventory" / "local" / "hosts.yml")
+    hdd = next(d for d in db_drives() if d["name"] == "hdd10k")["device"]
+    conf, pid = CONF.read_bytes(), PIDFILE.read_text().split()[0]
+    scenario = tmp_path / "unknown-setting.yml"
+    scenario.write_text(textwrap.dedent(UNKNOWN_SETTING))
+    env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"))
+    started = time.monotonic()
+    proc = drivelab_run(scenario, env)
+    out, _ = proc.communicate(timeout=300)
+    seconds = time.monotonic() - started
+    assert proc.returncode == 2, out[-3000:]
+    assert out.splitlines()[-1] == (
+        f"drivelab: {scenario}: postgresql.sets.fast.wal_sync_methd: PostgreSQL 15 on dbhost"
+        " has no setting wal_sync_methd (did you mean 'wal_sync_method'?)"
+    ), out[-3000:]
+    assert "provisioning skipped: every host is current" in out
+    assert seconds < 60, f"refused after {seconds:.0f} s"
+    # nothing changed: no filesystem on the drive, the same settings file, the cluster
+    # not restarted, nothing stored
+    blkid = subprocess.run(["blkid", "-p", hdd], capture_output=True, text=True, check=False)
+    assert blkid.returncode == 2 and not blkid.stdout, blkid.stdout  # 2: no signature found
+    assert not Path("/srv/drivelab/hdd10k").is_mount()
+    assert CONF.read_bytes() == conf
+    assert PIDFILE.read_text().split()[0] == pid
+    assert not (tmp_path / "results" / "drivelab.db").exists()
+    assert not (tmp_path / "results" / "runs").exists()
+
+
+def test_two_sets_of_settings_are_two_stored_cells_with_their_applied_setting(lab2, tmp_path):
+    """fdatasync and open_datasync (both valid on Linux; sighup: a reload). Every cell
+    also has shared_buffers 64MB (postmaster: the first cell's database stage restarts the
+    cluster for it, the second only reloads)."""
+    scenario = tmp_path / "wal-sync.yml"
+    scenario.write_text(textwrap.dedent(WAL_SYNC))
+    env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"))
+    proc = drivelab_run(scenario, env)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    assert (
+        "PostgreSQL settings: 2 checked by PostgreSQL 15 on dbhost; a restart for shared_buffers"
+    ) in out
+    con = sqlite3.connect(tmp_path / "results" / "drivelab.db")
+    try:
+        rows = con.execute(
+            """SELECT c.key, c.pg_settings_name, c.pg_settings_json, r.status, f.value_json
+               FROM cells c JOIN runs r ON r.cell_id = c.id
+               JOIN facts f ON f.run_id = r.id AND f.key = 'postgresql_settings_applied'
+               ORDER BY c.id"""
+        ).fetchall()
+    finally:
+        con.close()
+    assert [(r[0].rsplit(" pg ", 1)[1], r[1], r[3]) for r in rows] == [
+        ("fdatasync", "fdatasync", "complete"),
+        ("open_datasync", "open_datasync", "complete"),
+    ], rows
+    for key, name, asked, _, applied in rows:
+        want = {"shared_buffers": "64MB", "wal_sync_method": name}
+        assert json.loads(asked) == want, key
+        assert json.loads(applied) == want, key  # as the server said (SHOW)
+    logs = sorted((tmp_path / "results" / "logs").glob("*-database.log"))
+    assert len(logs) == 2
+    first, second = (log.read_text() for log in logs)
+    assert "msg: restarted for shared_buffers" in first
+    assert "msg: reloaded" in second
+    runs = tmp_path / "results" / "runs" / "wal-sync"
+    assert sorted(p.name for p in runs.iterdir()) == [
+        "nvme-ext4-tablespace-s2-h1-tpcb-pgfdatasync",
+        "nvme-ext4-tablespace-s2-h1-tpcb-pgopen_datasync",
+    ]
 
 
 def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path, monkeypatch):

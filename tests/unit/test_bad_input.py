@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import re
 import shutil
 import subprocess
@@ -104,6 +105,13 @@ def assert_safe_cells(cells: list[sc.PlannedCell], root: Path) -> None:
                 assert not META & set(value), (key, value)
             else:
                 assert isinstance(value, int | float) and 0 <= value <= 10**9, (key, value)
+        # PostgreSQL settings go into a settings file between quotes, and to Ansible as an
+        # extra variable (which it would template)
+        assert cell.pg_settings_name is None or sc.DRIVE_NAME.fullmatch(cell.pg_settings_name)
+        for name, value in cell.pg_settings.items():
+            assert sc.PG_RULES.NAME.fullmatch(name) and sc.PG_RULES.name_problem(name) is None
+            assert isinstance(value, str) and value.isprintable(), (name, value)
+            assert not set("'\\{}") & set(value), (name, value)
 
 
 def note(what: str) -> None:
@@ -192,6 +200,7 @@ FIELDS = sorted(
             sc.Pretests,
             sc.AdaptiveSpec,
             sc.AdaptiveRepetitions,
+            sc.Postgresql,
         )
         for name in model.model_fields
     }
@@ -407,20 +416,20 @@ FOUND: list[tuple[str, str, str]] = [
         "a line separator in a key (was printed raw: two lines on some terminals)",
         MIN_TEXT + '"a\\u2028b": 1\n',
         "a\\u2028b: unknown key (allowed: name, description, baseline, drives, filesystems,"
-        " raid, placement, write_cache, workload, hosts, repetitions, retries, pretests, sizes)",
+        " raid, placement, write_cache, workload, hosts, repetitions, retries, pretests, postgresql, sizes)",
     ),
     (
         "an escape sequence in a key (was sent to the terminal)",
         MIN_TEXT + '"\\e[2J": 1\n',
         "\\x1b[2J: unknown key (allowed: name, description, baseline, drives, filesystems,"
-        " raid, placement, write_cache, workload, hosts, repetitions, retries, pretests, sizes)",
+        " raid, placement, write_cache, workload, hosts, repetitions, retries, pretests, postgresql, sizes)",
     ),
     (
         "a long unknown key (was shown whole)",
         MIN_TEXT + "? " + "k" * 2000 + "\n: 1\n",
         "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...: unknown key (allowed: name, description,"
         " baseline, drives, filesystems, raid, placement, write_cache, workload, hosts,"
-        " repetitions, retries, pretests, sizes)",
+        " repetitions, retries, pretests, postgresql, sizes)",
     ),
     (
         "a long list of drives in a message (was 2000 characters)",
@@ -921,6 +930,61 @@ def test_cli_run_dry_run_plain(sandbox: Path, capsys: pytest.CaptureFixture[str]
     argv = ["run", str(SCENARIOS[0]), "--dry-run", "--inventory", str(INVENTORY_DIR)]
     rc, out, err = run_main(argv, capsys)
     assert (rc, err) == (0, "") and "estimated duration" in out
+
+
+PG_SCENARIO = """\
+name: wal-sync
+drives: [nvme]
+workload: {scale: 2, duration: 5}
+postgresql:
+  sets:
+    fdatasync: {wal_sync_method: fdatasync}
+    open_datasync: {wal_sync_method: open_datasync}
+"""
+
+
+@pytest.mark.parametrize("inventory", [False, True], ids=["no lab", "an inventory"])
+def test_cli_run_dry_run_says_the_settings_were_not_checked(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], inventory: bool
+) -> None:
+    """A dry run asks no host: the settings' names and values are the server's to judge."""
+    path = sandbox / "files" / "wal-sync.yml"
+    path.write_text(PG_SCENARIO, encoding="utf-8")
+    argv = ["run", str(path), "--dry-run"] + (
+        ["--inventory", str(INVENTORY_DIR)] if inventory else []
+    )
+    rc, out, err = run_main(argv, capsys)
+    assert (rc, err) == (0, "")
+    assert "nvme-ext4-tablespace-s2-h1-tpcb-pgopen_datasync" in out
+    assert (
+        "NOT checked against a server: the PostgreSQL settings' names and values (the DB host's"
+        " server checks them when the run starts, before any drive is touched)"
+    ) in out
+    path.write_text(PG_SCENARIO.split("postgresql:", maxsplit=1)[0], encoding="utf-8")
+    rc, out, err = run_main(argv, capsys)
+    assert rc == 0 and "NOT checked against a server" not in out  # nothing to check
+
+
+def test_run_json_with_bad_postgresql_settings_is_one_line(tmp_path: Path) -> None:
+    from collector.runfolder import RunMeta  # noqa: PLC0415
+    from tests.unit.test_gather import make_run, two  # noqa: PLC0415
+
+    run_dir = make_run(tmp_path, two())
+    doc = json.loads((run_dir / "run.json").read_text())
+    doc["cell"]["pg_settings"] = {"shared_buffers": 1024}
+    (run_dir / "run.json").write_text(json.dumps(doc))
+    with pytest.raises(DrivelabError) as info:
+        RunMeta.read(run_dir)
+    assert str(info.value) == (
+        f"{run_dir / 'run.json'}: 'cell.pg_settings' must map names to strings,"
+        ' not {"shared_buffers": 1024}'
+    )
+    doc["cell"]["pg_settings"], doc["cell"]["pg_settings_name"] = {}, 3
+    (run_dir / "run.json").write_text(json.dumps(doc))
+    with pytest.raises(
+        DrivelabError, match=r"'cell\.pg_settings_name' must be a string, not a number 3"
+    ):
+        RunMeta.read(run_dir)
 
 
 @settings(max_examples=200, **SETTINGS)

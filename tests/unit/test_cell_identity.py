@@ -1,7 +1,7 @@
 """One cell identity from the scenario to the report: cells that differ only in write
-cache are two cells with their own repetitions; the scenario's description and baseline
-are stored and read back; a store made before the identity carried the write cache is
-brought up to date."""
+cache, or only in their set of PostgreSQL settings, are two cells with their own
+repetitions; the scenario's description and baseline are stored and read back; a store
+made before the identity carried the write cache is brought up to date."""
 
 from __future__ import annotations
 
@@ -10,14 +10,17 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
-from collector import runner
+from collector import runner, scenariorun
 from collector import scenario as sc
 from collector import store as store_mod
+from collector.errors import DrivelabError
 from collector.gather import record_run_dir
 from collector.records import RunStatus
 from collector.report import html, load, terminal
+from collector.runfolder import RunMeta
 from collector.store import Store
 from tests.unit.test_gather import make_run, two
 
@@ -148,3 +151,119 @@ def test_a_version_1_store_gets_the_write_cache_of_its_cells(tmp_path):
         assert store.conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
         assert store.repetitions("old", wc) == {0: RunStatus.COMPLETE}
         assert store.scenario("old").description == ""
+
+
+SETS = """\
+name: wal-sync
+description: fdatasync against open_datasync
+baseline: ssd
+drives: [ssd]
+workload: {scale: 20, clients_per_host: 4, threads: 2, duration: 15}
+hosts: 2
+repetitions: 1
+postgresql:
+  settings: {checkpoint_timeout: 5min}
+  sets:
+    fdatasync: {wal_sync_method: fdatasync}
+    open_datasync: {wal_sync_method: open_datasync}
+"""
+
+
+def _sets_scenario(tmp_path: Path, text: str = SETS) -> sc.Scenario:
+    path = tmp_path / "wal-sync.yml"
+    path.write_text(text, encoding="utf-8")
+    return sc.load(path)
+
+
+def _store_set_run(tmp_path: Path, store: Store, planned: sc.PlannedCell) -> Path:
+    """A run folder as the runner and the database stage leave it: run.json with the
+    cell, database.json with the cell's settings as the server reported them."""
+    scen = _sets_scenario(tmp_path)
+    database = {
+        "sizes": {"drivelab_client1": 330000000, "drivelab_client2": 330000000},
+        "postgresql": {
+            "version": "15.18",
+            "settings": {"shared_buffers": "128MB"},
+            "settings_applied": dict(planned.cell.pg_settings),
+        },
+    }
+    run_dir = make_run(tmp_path / planned.cell_id, two(), database=database)
+    info = {"description": scen.description, "baseline": scen.baseline}
+    runner.run_meta(planned.cell, 0, list(planned.cell.hosts), "dbhost", info).write(run_dir)
+    record_run_dir(store, run_dir)
+    return run_dir
+
+
+def test_cells_that_differ_only_by_their_postgresql_set_are_two_cells(tmp_path):
+    cells = sc.expand(_sets_scenario(tmp_path), INVENTORY)
+    ids = [c.cell_id for c in cells]
+    assert ids == [
+        "ssd-ext4-tablespace-s20-h2-tpcb-pgfdatasync",
+        "ssd-ext4-tablespace-s20-h2-tpcb-pgopen_datasync",
+    ]
+    # two run folders
+    folders = {c.cell.cell_dir(tmp_path / "results") for c in cells}
+    assert len(folders) == 2 and {f.name for f in folders} == set(ids)
+    with Store.open(tmp_path / "d.db") as store:
+        run_dirs = [_store_set_run(tmp_path, store, planned) for planned in cells]
+        # run.json carries the set and the settings, and reads them back
+        for run_dir, planned in zip(run_dirs, cells, strict=True):
+            meta = RunMeta.read(run_dir)
+            assert meta.cell == planned.cell.spec
+            assert dict(meta.cell.pg_settings)["wal_sync_method"] == planned.cell.pg_settings_name
+        sid = store.scenario("wal-sync").id
+        stored = store.cells(sid)
+        assert [spec for _, spec in stored] == [c.cell.spec for c in cells]  # two store cells
+        assert [dict(spec.pg_settings) for _, spec in stored] == [
+            {"checkpoint_timeout": "5min", "wal_sync_method": "fdatasync"},
+            {"checkpoint_timeout": "5min", "wal_sync_method": "open_datasync"},
+        ]
+        # each run records the settings as the server reported them
+        applied = [
+            next(
+                f.value
+                for f in store.facts(sid, run_id=store.runs(cid)[0].id)
+                if f.key == "postgresql_settings_applied"
+            )
+            for cid, _ in stored
+        ]
+        assert [a["wal_sync_method"] for a in applied] == ["fdatasync", "open_datasync"]
+        view = load(store, "wal-sync")
+    # two report rows
+    assert sorted(cv.test for cv in view.cells) == [
+        "tpcb ext4 tablespace s20 2cl c4 j2 T15 pg fdatasync",
+        "tpcb ext4 tablespace s20 2cl c4 j2 T15 pg open_datasync",
+    ]
+    console = Console(file=io.StringIO(), width=200)
+    terminal.publish([view], console)
+    out = console.file.getvalue()
+    assert "pg fdatasync" in out and "pg open_datasync" in out
+
+
+def _run_options(tmp_path: Path) -> scenariorun.RunOptions:
+    return scenariorun.RunOptions(inventory=tmp_path / "hosts.yml", db=tmp_path / "d.db")
+
+
+def test_a_cell_stored_with_other_settings_is_refused_before_anything_runs(tmp_path):
+    """The file edited since: the same cell (same set name, or none) with other settings
+    would mix two configurations under one store key."""
+    first = sc.expand(_sets_scenario(tmp_path), INVENTORY)
+    with Store.open(tmp_path / "d.db") as store:
+        _store_set_run(tmp_path, store, first[0])
+    same = scenariorun.ScenarioRun(
+        _sets_scenario(tmp_path), first, INVENTORY, _run_options(tmp_path), Console()
+    )
+    same.check_stored_settings()  # the same settings: resumed, not refused
+    edited = _sets_scenario(tmp_path, SETS.replace("5min", "30s"))
+    run = scenariorun.ScenarioRun(
+        edited, sc.expand(edited, INVENTORY), INVENTORY, _run_options(tmp_path), Console()
+    )
+    with pytest.raises(DrivelabError) as info:
+        run.check_stored_settings()
+    assert str(info.value) == (
+        f"{tmp_path / 'wal-sync.yml'}: postgresql: ssd-ext4-tablespace-s20-h2-tpcb-pgfdatasync"
+        f" is stored in {tmp_path / 'd.db'} with other PostgreSQL settings"
+        " (checkpoint_timeout=5min, wal_sync_method=fdatasync; now checkpoint_timeout=30s,"
+        " wal_sync_method=fdatasync): give the new ones a set of their own, or use another"
+        " scenario name or --db"
+    )

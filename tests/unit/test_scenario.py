@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from collector import scenario as sc
 from collector.errors import DrivelabError
 from collector.paths import REPO
+from collector.scenario import pgsettings
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yml"))
 INVENTORY = sc.load_inventory(REPO / "tests" / "data" / "inventory")
@@ -644,6 +646,12 @@ KEYS = st.sampled_from(
         "hosts",
         "repetitions",
         "pretests",
+        "postgresql",
+        "postgresql.settings",
+        "postgresql.settings.fsync",
+        "postgresql.sets",
+        "postgresql.sets.fast",
+        "postgresql.sets.fast.wal_sync_method",
         "sizes",
         "workload.scale",
         "workload.duration",
@@ -744,3 +752,438 @@ def test_hypothesis_random_text(tmp_path: Path, text: str) -> None:
         sc.load(path)
     except DrivelabError as exc:
         assert "\n" not in str(exc)
+
+
+# --- PostgreSQL settings: postgresql.settings and named sets -----------------------------------
+
+PG = {
+    "settings": {"checkpoint_timeout": "5min", "full_page_writes": True},
+    "sets": {
+        "fdatasync": {"wal_sync_method": "fdatasync"},
+        "open_datasync": {"wal_sync_method": "open_datasync", "checkpoint_timeout": 600},
+    },
+}
+
+
+def test_each_set_is_one_more_axis_value_changed_last() -> None:
+    s = sc.parse(with_(postgresql=PG, write_cache=["on", "off"], hosts=[1]), "x.yml")
+    cells = sc.expand(s, INVENTORY)
+    assert [c.cell_id for c in cells[:4]] == [
+        "nvme-ext4-tablespace-s5-h1-tpcb-wcon-pgfdatasync",
+        "nvme-ext4-tablespace-s5-h1-tpcb-wcon-pgopen_datasync",
+        "nvme-ext4-tablespace-s5-h1-tpcb-wcoff-pgfdatasync",
+        "nvme-ext4-tablespace-s5-h1-tpcb-wcoff-pgopen_datasync",
+    ]
+    assert len(cells) == 2 * 2 * 2  # drives x write cache x sets
+    first, second = cells[0].cell, cells[1].cell
+    # a set's settings go over those of every cell; true is written on, numbers as text
+    assert dict(first.pg_settings) == {
+        "checkpoint_timeout": "5min",
+        "full_page_writes": "on",
+        "wal_sync_method": "fdatasync",
+    }
+    assert dict(second.pg_settings) == {
+        "checkpoint_timeout": "600",
+        "full_page_writes": "on",
+        "wal_sync_method": "open_datasync",
+    }
+    assert (first.spec.pg_settings_name, second.spec.pg_settings_name) == (
+        "fdatasync",
+        "open_datasync",
+    )
+    assert first.spec.test == "tpcb ext4 tablespace s5 1cl c4 j2 T15 wc on pg fdatasync"
+    assert first.spec.key == "nvme " + first.spec.test
+    # only the drives stage's request changes with the write cache, never with a set
+    assert cells[0].drive_request == cells[1].drive_request
+    assert cells[0].pretests == {} and cells[1].pretests == {}
+
+
+def test_settings_without_sets_name_no_cell() -> None:
+    s = sc.parse(with_(postgresql={"settings": {"shared_buffers": "256MB"}}), "x.yml")
+    cells = sc.expand(s, INVENTORY)
+    plain = sc.expand(sc.parse(with_(), "x.yml"), INVENTORY)
+    assert [c.cell_id for c in cells] == [c.cell_id for c in plain]
+    assert all(dict(c.cell.pg_settings) == {"shared_buffers": "256MB"} for c in cells)
+    assert all(c.cell.spec.pg_settings_name is None for c in cells)
+    assert all(dict(c.cell.pg_settings) == {} for c in plain)
+
+
+def test_a_set_without_settings_is_postgresql_as_configured() -> None:
+    s = sc.parse(with_(postgresql={"sets": {"stock": {}, "nofpw": {"full_page_writes": False}}}))
+    assert [dict(c.cell.pg_settings) for c in sc.expand(s, INVENTORY)[:2]] == [
+        {},
+        {"full_page_writes": "off"},
+    ]
+
+
+def test_the_plan_lists_the_settings() -> None:
+    s = sc.parse(with_(postgresql=PG, drives=["nvme"], baseline=None), "x.yml")
+    text = sc.plan_text(s, sc.expand(s, INVENTORY))
+    assert "PostgreSQL settings of every cell: checkpoint_timeout=5min, full_page_writes=on" in text
+    assert "PostgreSQL set fdatasync: wal_sync_method=fdatasync" in text
+    assert (
+        "PostgreSQL set open_datasync: checkpoint_timeout=600, wal_sync_method=open_datasync"
+        in (text)
+    )
+    assert "nvme-ext4-tablespace-s5-h2-tpcb-pgopen_datasync" in text
+
+
+def test_a_size_can_give_other_settings(tmp_path: Path) -> None:
+    doc = with_(postgresql=PG, sizes={"lab": {"postgresql": {"sets": {"only": {"fsync": "off"}}}}})
+    s = sc.load(write(tmp_path, doc), size="lab")
+    # mappings merge key by key: the size adds a set to the file's
+    assert list(s.postgresql.sets) == ["fdatasync", "open_datasync", "only"]
+
+
+#: every setting drivelab keeps for itself, and those that would stop the run
+OWNED_NAMES = [
+    "listen_addresses", "port", "password_encryption", "tcp_keepalives_idle",
+    "tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout",
+    "client_connection_check_interval", "log_checkpoints", "log_line_prefix", "log_timezone",
+    "track_io_timing", "track_wal_io_timing",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", OWNED_NAMES)
+def test_a_setting_drivelab_owns_is_refused_in_one_line(tmp_path: Path, name: str) -> None:
+    path = write(tmp_path, with_(postgresql={"sets": {"fast": {name: "on"}}}))
+    with pytest.raises(DrivelabError) as info:
+        sc.load(path)
+    why = sc.PG_RULES.OWNED[name]
+    assert str(info.value) == (
+        f"{path}: postgresql.sets.fast.{name}: drivelab sets {name} itself ({why}):"
+        " not a setting to give"
+    )
+
+
+PG_BAD: list[tuple[str, Any, str]] = [
+    (
+        "owned, for every cell",
+        {"settings": {"port": 5433}},
+        "postgresql.settings.port: drivelab sets port itself (where the clients and drivelab's"
+        " own tasks reach the server): not a setting to give",
+    ),
+    (
+        "a data directory elsewhere",
+        {"settings": {"data_directory": "/tmp/x"}},
+        "postgresql.settings.data_directory: data_directory would stop the run (pg_ctlcluster"
+        " and drivelab find the cluster's files where Debian's layout puts them): not a setting"
+        " to give",
+    ),
+    (
+        "a library to preload",
+        {"sets": {"pgss": {"shared_preload_libraries": "pg_stat_statements"}}},
+        "postgresql.sets.pgss.shared_preload_libraries: shared_preload_libraries would stop the"
+        " run (a library the server cannot load stops it (or every connection), and drivelab"
+        " installs none): not a setting to give",
+    ),
+    (
+        "a set named like no drive",
+        {"sets": {"Fast-1": {"fsync": "off"}}},
+        "postgresql.sets.Fast-1: 'Fast-1' is not a valid set name ([a-z][a-z0-9_]{0,31})",
+    ),
+    (
+        "an extension's setting",
+        {"settings": {"pg_stat_statements.max": 1000}},
+        "postgresql.settings.pg_stat_statements.max: 'pg_stat_statements.max' is not a setting"
+        " name ([a-z_][a-z0-9_]{0,62})",
+    ),
+    (
+        "an upper-case name",
+        {"settings": {"Shared_Buffers": "1GB"}},
+        "postgresql.settings.Shared_Buffers: write Shared_Buffers in lower case: shared_buffers"
+        " (PostgreSQL ignores the case)",
+    ),
+    (
+        "no value",
+        {"sets": {"fast": {"wal_sync_method": None}}},
+        "postgresql.sets.fast.wal_sync_method: must be a string, a number or true/false (got None)",
+    ),
+    (
+        "a list for a value",
+        {"settings": {"search_path": ["a", "b"]}},
+        "postgresql.settings.search_path: must be a string, a number or true/false (got ['a', 'b'])",
+    ),
+    (
+        "a quote in a value",
+        {"settings": {"application_name": "x' ; y"}},
+        'postgresql.settings.application_name: "x\' ; y": no quotes, backslashes, braces or'
+        " control characters",
+    ),
+    (
+        "a newline in a value",
+        {"settings": {"application_name": "x\nport = 1"}},
+        "postgresql.settings.application_name: 'x\\nport = 1': no quotes, backslashes, braces or"
+        " control characters",
+    ),
+    (
+        "a template in a value (Ansible would render it)",
+        {"settings": {"application_name": "{{ lookup('pipe', 'id') }}"}},
+        "postgresql.settings.application_name: \"{{ lookup('pipe', 'id') }}\": no quotes,"
+        " backslashes, braces or control characters",
+    ),
+    (
+        "a set that is not a mapping",
+        {"sets": {"fast": "fsync=off"}},
+        "postgresql.sets.fast: must be a mapping of setting: value (got 'fsync=off')",
+    ),
+    (
+        "settings as a list",
+        {"settings": ["fsync"]},
+        "postgresql.settings: must be a mapping of setting: value (got ['fsync'])",
+    ),
+    ("a misspelt key", {"set": {}}, "postgresql.set: unknown key (did you mean 'sets'?)"),
+    (
+        "sets: null",
+        {"sets": None},
+        "postgresql.sets: must be a mapping of set name: settings (got None)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pg", "expected"), [(d, e) for _, d, e in PG_BAD], ids=[n for n, _, _ in PG_BAD]
+)
+def test_bad_postgresql_settings_give_one_line(tmp_path: Path, pg: Any, expected: str) -> None:
+    path = write(tmp_path, with_(postgresql=pg))
+    with pytest.raises(DrivelabError) as info:
+        sc.load(path)
+    assert str(info.value) == f"{path}: {expected}"
+
+
+def test_too_many_sets(tmp_path: Path) -> None:
+    sets = {f"s{i}": {} for i in range(33)}
+    with pytest.raises(DrivelabError, match=r"postgresql\.sets: at most 32 sets$"):
+        sc.load(write(tmp_path, with_(postgresql={"sets": sets})))
+
+
+# --- the server's own verdict: postgres -C of the installed PostgreSQL 15, captured -------------
+# (tests/data/pgsettings/README.md says how; the DB host's module and drivelab run read
+# these outputs with the same functions, roles/postgresql_server/module_utils/drivelab_pgsettings.py)
+
+PGDATA = REPO / "tests" / "data" / "pgsettings"
+CAPTURED = json.loads((PGDATA / "pg15-cases.json").read_text(encoding="utf-8"))
+KNOWN = sc.PG_RULES.describe_config((PGDATA / "pg15-describe-config.txt").read_text())
+CASES = {(c["name"], c["value"]): c for c in CAPTURED["cases"]}
+RULES = sc.PG_RULES
+
+
+def _verdict(name: str, value: str) -> dict[str, Any]:
+    """What the host module answers for (name, value): the captured output, read."""
+    case = CASES[(name, value)]
+    out = RULES.verdict(name, value, case["rc"], case["stdout"], case["stderr"], KNOWN)
+    return {**out, "context": KNOWN.get(name, {}).get("context")}
+
+
+def _answer(s: sc.Scenario) -> dict[str, Any]:
+    asked = pgsettings.to_ask(s)
+    assert all((p["name"], p["value"]) in CASES for p in asked), "capture these cases first"
+    return {"host": "dbhost", "version": "15", "verdicts": [_verdict(**p) for p in asked]}
+
+
+def test_the_capture_is_of_postgresql_15() -> None:
+    assert CAPTURED["server"].startswith("PostgreSQL 15.")
+    assert len(KNOWN) > 300 and KNOWN["shared_buffers"]["context"] == "postmaster"
+    assert KNOWN["wal_sync_method"] == {"context": "sighup", "vartype": "enum"}
+
+
+def test_the_names_drivelab_keeps_are_postgresql_15s() -> None:
+    """A misspelt name in the lists would let the real one through."""
+    rows = json.loads((PGDATA / "pg15-pg_settings.json").read_text(encoding="utf-8"))
+    names = {r["name"] for r in rows}
+    assert set(RULES.OWNED) | set(RULES.STOPS_THE_RUN) <= names
+    # every setting fits the pattern, written in lower case (PostgreSQL ignores the case)
+    assert all(RULES.NAME.fullmatch(n.lower()) for n in names)
+    assert RULES.name_problem("TimeZone") == (
+        "write TimeZone in lower case: timezone (PostgreSQL ignores the case)"
+    )
+
+
+def test_describe_config_gives_the_contexts_pg_settings_has() -> None:
+    rows = json.loads((PGDATA / "pg15-pg_settings.json").read_text(encoding="utf-8"))
+    contexts = {r["name"]: r["context"] for r in rows}
+    assert {n: KNOWN[n]["context"] for n in KNOWN} == {n: contexts[n] for n in KNOWN}
+
+
+@pytest.mark.parametrize("case", CAPTURED["cases"], ids=lambda c: f"{c['name']}={c['value']}")
+def test_the_servers_verdict_is_read_as_it_gave_it(case: dict[str, Any]) -> None:
+    v = _verdict(case["name"], case["value"])
+    assert v["ok"] == (case["rc"] == 0)
+    if v["ok"]:
+        assert v["setting"] == case["stdout"].strip()
+    else:
+        assert v["message"] and "\n" not in v["message"]
+        assert ("FATAL" in v["message"]) is False  # the prefix and level are cut
+
+
+@pytest.mark.parametrize(
+    ("name", "near"),
+    [("wal_sync_methd", "wal_sync_method"), ("shared_buffer", "shared_buffers"),
+     ("checkpoint_timout", "checkpoint_timeout")],
+)  # fmt: skip
+def test_an_unknown_name_is_said_with_the_closest_known(name: str, near: str) -> None:
+    value = next(v for (n, v) in CASES if n == name)
+    v = _verdict(name, value)
+    assert v["unknown"] and v["message"] == f"has no setting {name} (did you mean {near!r}?)"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CAPTURED["cases"] if "server" in c],
+    ids=lambda c: f"{c['name']}={c['value']}",
+)
+def test_every_accepted_value_took_once_the_server_restarted(case: dict[str, Any]) -> None:
+    """The after-apply check on the real pg_settings rows: what -C said the value is, is
+    what the server has (wal_buffers -1: the server's own choice, source override)."""
+    row = case["server"]
+    expected = case["stdout"].strip()
+    assert RULES.took(case["name"], expected, row, row["sourcefile"]) is None
+    assert row["source"] in ("configuration file", "override")
+
+
+def test_a_value_the_server_starts_without_is_recorded() -> None:
+    """-C reads one setting; the server checks some against others only when it starts:
+    max_wal_size 10MB is a valid value, but not with 16 MB WAL segments. drivelab's
+    database stage fails then (the start's FATAL line), the runner goes on."""
+    case = CASES[("max_wal_size", "10MB")]
+    assert case["rc"] == 0 and case["start_failed"] == (
+        '"max_wal_size" must be at least twice "wal_segment_size"'
+    )
+
+
+def test_after_a_reload_a_postmaster_setting_waits_for_a_restart() -> None:
+    reload = CAPTURED["reload"]
+    rows = {r["name"]: r for r in reload["rows_after_reload"]}
+    conf = rows["wal_sync_method"]["sourcefile"]
+    assert RULES.took("wal_sync_method", "open_datasync", rows["wal_sync_method"], conf) is None
+    assert rows["shared_buffers"]["context"] == "postmaster"
+    assert RULES.took("shared_buffers", "32768", rows["shared_buffers"], conf) == (
+        "changed in the file, but the server still waits for a restart (pending_restart)"
+    )
+    # before the reload, the old value is not the one asked
+    before = {r["name"]: r for r in reload["rows_before"]}
+    assert RULES.took("wal_sync_method", "open_datasync", before["wal_sync_method"], conf) == (
+        f"asked open_datasync, the server has fdatasync (from {conf} line 1)"
+    )
+
+
+def test_a_setting_another_file_overrides_did_not_take() -> None:
+    row = {"name": "shared_buffers", "setting": "16384", "unit": "8kB", "pending_restart": False,
+           "source": "configuration file", "sourceline": 3,
+           "sourcefile": "/var/lib/postgresql/15/drivelab/postgresql.auto.conf"}  # fmt: skip
+    conf = "/etc/postgresql/15/drivelab/conf.d/drivelab.conf"
+    assert RULES.took("shared_buffers", "32768", row, conf) == (
+        "asked 32768 8kB, the server has 16384 8kB (from /var/lib/postgresql/15/drivelab/"
+        "postgresql.auto.conf line 3, read after /etc/postgresql/15/drivelab/conf.d/drivelab.conf)"
+    )
+    assert (
+        RULES.took("shared_buffers", "32768", None) == "the server does not list it in pg_settings"
+    )
+
+
+SERVER_REFUSES: list[tuple[str, Any, str]] = [
+    (
+        "unknown name, in a set",
+        {"sets": {"fast": {"wal_sync_methd": "fdatasync"}}},
+        "postgresql.sets.fast.wal_sync_methd: PostgreSQL 15 on dbhost has no setting"
+        " wal_sync_methd (did you mean 'wal_sync_method'?)",
+    ),
+    (
+        "a unit PostgreSQL does not parse",
+        {"settings": {"shared_buffers": "12XB"}},
+        "postgresql.settings.shared_buffers: PostgreSQL 15 on dbhost refuses '12XB': invalid"
+        ' value for parameter "shared_buffers": "12XB" (Valid units for this parameter are'
+        ' "B", "kB", "MB", "GB", and "TB".)',
+    ),
+    (
+        "units are case-sensitive",
+        {"settings": {"shared_buffers": "128mb"}},
+        "postgresql.settings.shared_buffers: PostgreSQL 15 on dbhost refuses '128mb': invalid"
+        ' value for parameter "shared_buffers": "128mb" (Valid units for this parameter are'
+        ' "B", "kB", "MB", "GB", and "TB".)',
+    ),
+    (
+        "below the minimum",
+        {"sets": {"short": {"checkpoint_timeout": "29s"}}},
+        "postgresql.sets.short.checkpoint_timeout: PostgreSQL 15 on dbhost refuses '29s': 29 s"
+        ' is outside the valid range for parameter "checkpoint_timeout" (30 .. 86400)',
+    ),
+    (
+        "a time for a size",
+        {"settings": {"checkpoint_timeout": "5MB"}},
+        "postgresql.settings.checkpoint_timeout: PostgreSQL 15 on dbhost refuses '5MB': invalid"
+        ' value for parameter "checkpoint_timeout": "5MB" (Valid units for this parameter are'
+        ' "us", "ms", "s", "min", "h", and "d".)',
+    ),
+    (
+        "not one of the enum's values on this platform",
+        {"sets": {"wt": {"wal_sync_method": "fsync_writethrough"}}},
+        "postgresql.sets.wt.wal_sync_method: PostgreSQL 15 on dbhost refuses"
+        " 'fsync_writethrough': invalid value for parameter \"wal_sync_method\":"
+        ' "fsync_writethrough" (Available values: fsync, fdatasync, open_sync, open_datasync.)',
+    ),
+    (
+        "not a boolean",
+        {"settings": {"fsync": "maybe"}},
+        "postgresql.settings.fsync: PostgreSQL 15 on dbhost refuses 'maybe': parameter"
+        ' "fsync" requires a Boolean value',
+    ),
+    (
+        "a real above its maximum",
+        {"settings": {"checkpoint_completion_target": 1.5}},
+        "postgresql.settings.checkpoint_completion_target: PostgreSQL 15 on dbhost refuses"
+        " '1.5': 1.5 is outside the valid range for parameter \"checkpoint_completion_target\""
+        " (0 .. 1)",
+    ),
+    (
+        "fixed when built",
+        {"settings": {"block_size": 8192}},
+        "postgresql.settings.block_size: PostgreSQL 15 on dbhost will not change it: parameter"
+        ' "block_size" cannot be changed (fixed when PostgreSQL was built or the cluster made)',
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pg", "expected"),
+    [(d, e) for _, d, e in SERVER_REFUSES],
+    ids=[n for n, _, _ in SERVER_REFUSES],
+)
+def test_what_the_server_refuses_is_one_line_with_the_yaml_path(pg: Any, expected: str) -> None:
+    s = sc.parse(with_(postgresql=pg), "x.yml")
+    with pytest.raises(DrivelabError) as info:
+        pgsettings.check(s, _answer(s))
+    assert str(info.value) == f"x.yml: {expected}"
+
+
+def test_the_first_refused_setting_in_the_files_order_is_named() -> None:
+    pg = {
+        "settings": {"fsync": "off"},
+        "sets": {"a": {"fsync": "maybe"}, "b": {"shared_buffers": "8"}},
+    }
+    s = sc.parse(with_(postgresql=pg), "x.yml")
+    with pytest.raises(DrivelabError, match=r"^x\.yml: postgresql\.sets\.a\.fsync: "):
+        pgsettings.check(s, _answer(s))
+
+
+def test_settings_the_server_takes_are_said_with_what_needs_a_restart() -> None:
+    pg = {
+        "settings": {"checkpoint_timeout": "5min", "fsync": True},
+        "sets": {
+            "fdatasync": {"wal_sync_method": "fdatasync"},
+            "open_datasync": {"wal_sync_method": "open_datasync", "shared_buffers": "256MB"},
+        },
+    }
+    s = sc.parse(with_(postgresql=pg), "x.yml")
+    assert [p["name"] for p in pgsettings.to_ask(s)] == [
+        "checkpoint_timeout", "fsync", "wal_sync_method", "wal_sync_method", "shared_buffers",
+    ]  # fmt: skip
+    assert pgsettings.check(s, _answer(s)) == (
+        "PostgreSQL settings: 4 checked by PostgreSQL 15 on dbhost; a restart for shared_buffers"
+    )
+
+
+def test_a_verdict_missing_from_the_answer_is_not_taken_as_a_yes() -> None:
+    s = sc.parse(with_(postgresql={"settings": {"fsync": "off"}}), "x.yml")
+    with pytest.raises(DrivelabError, match=r"postgresql\.settings\.fsync: .* gave no verdict"):
+        pgsettings.check(s, {"host": "dbhost", "version": "15", "verdicts": []})

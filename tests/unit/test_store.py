@@ -38,7 +38,7 @@ def _run(rep: int, *clients: ClientResult, status=RunStatus.COMPLETE) -> RunReco
 
 def test_new_store_has_the_current_schema(tmp_path):
     with Store.open(tmp_path / "r" / "drivelab.db") as s:
-        assert s.version() == SCHEMA_VERSION == 2
+        assert s.version() == SCHEMA_VERSION == 3
         assert s.scenarios() == []
     with Store.open(tmp_path / "r" / "drivelab.db") as s:  # reopening migrates nothing
         assert s.version() == SCHEMA_VERSION
@@ -221,3 +221,74 @@ def test_attempts_at_a_repetition_are_kept_apart(tmp_path):
         assert s.attempts("retry", spec) == {0: [RunStatus.PARTIAL, RunStatus.FAILED]}
         with pytest.raises(DrivelabError, match="repetition 0 attempt 2 is already stored"):
             s.record_run(cid, replace(first, attempt=2), replace=False)
+
+
+def _version_2_store(path: Path) -> None:
+    """A store as drivelab made it at schema version 2: a scenario, two cells (one with
+    the write cache off), a run each with a client's figures and a fact."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    cur = conn.cursor()
+    for version in (1, 2):
+        for step in store_mod.MIGRATIONS[version]:
+            step(cur) if callable(step) else cur.execute(step)
+    cur.execute("INSERT INTO schema_version VALUES (2)")
+    cur.execute(
+        "INSERT INTO scenarios (id, name, created_at, description) VALUES (1, 'old', 0, 'd')"
+    )
+    for cid, drive, wc in ((1, "ssd", "off"), (2, "hdd", "leave")):
+        suffix = " wc off" if wc == "off" else ""
+        cur.execute(
+            "INSERT INTO cells (id, scenario_id, key, drive, workload, filesystem, placement,"
+            " scale, clients, params_json, write_cache, filesystem_json)"
+            " VALUES (?, 1, ?, ?, 'tpcb', 'ext4', 'tablespace', 20, 2, ?, ?, ?)",
+            (cid, f"{drive} tpcb ext4 tablespace s20 2cl c4{suffix}", drive,
+             '{"clients_per_host": 4}', wc, '{"mount_options": "noatime"}'),
+        )  # fmt: skip
+        cur.execute(
+            "INSERT INTO runs (id, cell_id, repetition, attempt, status, recorded_at)"
+            " VALUES (?, ?, 0, 1, 'complete', 0)",
+            (cid, cid),
+        )
+        cur.execute(
+            "INSERT INTO client_results (run_id, client, status, tps) VALUES (?, 'client1',"
+            " 'complete', ?)",
+            (cid, 100.0 * cid),
+        )
+        cur.execute(
+            "INSERT INTO facts (scenario_id, run_id, scope, key, value_json)"
+            " VALUES (1, ?, 'run', 'postgresql_settings', '{\"shared_buffers\": \"128MB\"}')",
+            (cid,),
+        )
+    conn.close()
+
+
+def test_a_version_2_store_is_upgraded_and_reads_back_the_same(tmp_path):
+    path = tmp_path / "v2.db"
+    _version_2_store(path)
+    expected = [
+        CellSpec("ssd", "tpcb", "ext4", "tablespace", 20, 2, {"clients_per_host": 4},
+                 write_cache="off", mount_options="noatime"),
+        CellSpec("hdd", "tpcb", "ext4", "tablespace", 20, 2, {"clients_per_host": 4},
+                 mount_options="noatime"),
+    ]  # fmt: skip
+    with Store.open(path) as s:
+        assert s.version() == SCHEMA_VERSION == 3
+        cells = s.cells(1)
+        assert [spec for _, spec in cells] == expected
+        assert [spec.key for _, spec in cells] == [
+            "ssd tpcb ext4 tablespace s20 2cl c4 wc off",
+            "hdd tpcb ext4 tablespace s20 2cl c4",
+        ]
+        assert all(spec.pg_settings_name is None and spec.pg_settings == {} for _, spec in cells)
+        assert [c.tps for c in s.client_results(s.runs(cells[1][0])[0].id)] == [200.0]
+        assert [f.value for f in s.facts(1, run_id=1)] == [{"shared_buffers": "128MB"}]
+        assert s.repetitions("old", expected[0]) == {0: RunStatus.COMPLETE}
+        assert s.scenario("old").description == "d"
+        # a cell of a set of PostgreSQL settings is a new cell beside the old ones
+        with_set = replace(expected[1], pg_settings_name="fast", pg_settings={"fsync": "off"})
+        cid = s.add_cell(1, with_set)
+        assert cid not in {c for c, _ in cells}
+        assert s.cells(1)[-1] == (cid, with_set)
+        assert s.add_cell(1, expected[1]) == cells[1][0]
+    with Store.open(path) as s:  # reopened: nothing to migrate, the same cells
+        assert s.version() == 3 and len(s.cells(1)) == 3
