@@ -8,6 +8,9 @@ playbooks' outputs fetched into it) and :mod:`collector.gather` (which reads it)
         db/<host>-<fs>.json      device facts, one file per filesystem
         pg_stat-before.json      the client databases' buffer counters around the run
         pg_stat-after.json
+        pg_server-before.json    the server's checkpoint, WAL and I/O views around the run
+        pg_server-after.json     (and how reading the server log went)
+        pg_checkpoints.log       the server log's checkpoint lines of the run, if any
         <client>/                one folder per client host that answered:
             stdout.txt stderr.txt rc.txt command.json pgbench_log.<pid>[.<n>]
 
@@ -34,6 +37,9 @@ RUN_JSON = "run.json"
 DB_DIR = "db"
 DATABASE_JSON = "database.json"
 PG_STAT = "pg_stat-{}.json"
+#: the server's statistics views around the run, and the log's checkpoint lines of it
+PG_SERVER = "pg_server-{}.json"
+PG_CHECKPOINTS = "pg_checkpoints.log"
 #: the raw files of a client folder, by kind
 CLIENT_FILES = {
     "stdout": "stdout.txt",
