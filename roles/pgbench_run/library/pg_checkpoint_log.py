@@ -26,6 +26,7 @@ options:
   logfile: {type: str, required: false, description: "pg_current_logfile(), when the logging collector runs"}
   data_directory: {type: str, required: false, description: the cluster's data directory}
   timezone: {type: str, default: UTC, description: the server's log_timezone}
+  line_prefix: {type: str, required: false, description: "the server's log_line_prefix: it must start with %m or %t"}
   max_bytes: {type: int, default: 16777216, description: read at most this much of the log's end}
 """
 
@@ -133,6 +134,7 @@ def main():
             "logfile": {"type": "str", "required": False},
             "data_directory": {"type": "str", "required": False},
             "timezone": {"type": "str", "default": "UTC"},
+            "line_prefix": {"type": "str", "required": False},
             "max_bytes": {"type": "int", "default": 16 * 1024 * 1024},
         },
         supports_check_mode=True,
@@ -140,17 +142,25 @@ def main():
     p = module.params
     path = log_path(p["major"], p["cluster"], p["logfile"], p["data_directory"])
     out = {"changed": False, "path": path, "lines": [], "bytes_read": 0, "problem": None}
+
+    def give_up(problem):
+        module.exit_json(**{**out, "problem": problem})
+
     if p["since"] is None:
-        module.exit_json(**out, problem="no before snapshot: the span's start is unknown")
+        give_up("no before snapshot: the span's start is unknown")
+    if p["line_prefix"] is not None and not p["line_prefix"].startswith(("%m", "%t")):
+        give_up(
+            f"log_line_prefix {p['line_prefix']!r} does not start with a timestamp (%m)",
+        )
     try:
         zone = zone_of(p["timezone"])
     except Exception as err:  # any zone the host cannot place: a problem, not a failure
-        module.exit_json(**out, problem=f"log_timezone {p['timezone']!r}: {err}")
+        give_up(f"log_timezone {p['timezone']!r}: {err}")
     try:
         with open(path, "rb") as fh:
             lines, read, reached = select(fh, p["since"], p["until"], zone, p["max_bytes"])
     except OSError as err:
-        module.exit_json(**out, problem=f"cannot read {path}: {err.strerror}")
+        give_up(f"cannot read {path}: {err.strerror}")
     out.update(lines=lines, bytes_read=read)
     if not reached and read >= p["max_bytes"]:
         out["problem"] = (
