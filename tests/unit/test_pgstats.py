@@ -306,6 +306,36 @@ def test_where_the_server_logs(logfile, data_directory, expected):
     assert host_module().log_path("17", "drivelab", logfile, data_directory) == expected
 
 
+def test_the_role_writes_a_snapshots_files_in_one_command(tmp_path):
+    """roles/pgbench_run's constant writer: JSON objects as to_nice_json wrote them (the
+    copy tasks it replaced), lines as text, each file whole (no .tmp left)."""
+    import yaml  # noqa: PLC0415
+
+    script = yaml.safe_load((ROOT / "roles/pgbench_run/vars/main.yml").read_text())[
+        "__pgbench_run_write_py"
+    ]
+    files = {
+        "pg_stat-after.json": {"when": "after", "databases": []},
+        "pg_server-after.json": {"when": "after", "server": server(15, "after")},
+        "pg_checkpoints.log": ["line one", "line two"],
+        "../escape.json": {"x": 1},
+    }
+    subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        input=json.dumps(files),
+        text=True,
+        check=True,
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "escape.json", "pg_checkpoints.log", "pg_server-after.json", "pg_stat-after.json"
+    ]  # fmt: skip
+    assert (tmp_path / "pg_checkpoints.log").read_text() == "line one\nline two\n"
+    text = (tmp_path / "pg_stat-after.json").read_text()
+    assert text == '{\n    "databases": [],\n    "when": "after"\n}\n'
+    doc = json.loads((tmp_path / "pg_server-after.json").read_text())
+    assert doc["server"] == server(15, "after")
+
+
 # --------------------------------------------------------------------------- the run facts
 
 
