@@ -198,7 +198,8 @@ def read_snapshot(server: Mapping[str, Any], source: str) -> ServerSnapshot:
     return ServerSnapshot(version, at, lsn, counters, io, resets, backend)
 
 
-#: the run facts' groups: fact -> {its key: (snapshot figure, view the figure depends on)}
+#: the keys of the run facts pg_checkpoints and pg_wal -> the snapshot's figure each is
+#: the delta of
 CHECKPOINT_KEYS = {
     "timed": "checkpoints_timed",
     "requested": "checkpoints_requested",
