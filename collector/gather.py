@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from collector import environment, physics, stats
+from collector import environment, physics, serverstats, stats
 from collector.errors import DrivelabError
 from collector.parse import ParseError, pgbench
 from collector.records import (
@@ -40,6 +40,8 @@ from collector.runfolder import (
     DATABASE_JSON,
     DB_DIR,
     NUMBER,
+    PG_CHECKPOINTS,
+    PG_SERVER,
     PG_STAT,
     Checker,
     RunMeta,
@@ -399,6 +401,8 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     clients = [gather_client(run_dir, host, meta) for host in meta.client_hosts]
     results = tuple(c.result for c in clients)
     status, reason = stats.run_status(results)
+    server_facts, server_samples = serverstats.read_server_counters(run_dir, results)
+    db_facts, samples = {**db_facts, **server_facts}, samples + server_samples
 
     starts = {c.result.client: c.result.start for c in clients if c.result.start is not None}
     sources = {c.result.client: c.start_source for c in clients if c.result.start is not None}
@@ -453,10 +457,13 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     raw = [RawOutput("run_json", str(meta.path))]
     raw += [RawOutput("db_json", str(p), meta.db_host) for p in sorted(db_dir.glob("*.json"))]
     raw += [
-        RawOutput("pg_stat_json", str(p), meta.db_host)
+        RawOutput(kind, str(p), meta.db_host)
+        for kind, name in (("pg_stat_json", PG_STAT), ("pg_server_json", PG_SERVER))
         for w in ("before", "after")
-        if (p := run_dir / PG_STAT.format(w)).exists()
+        if (p := run_dir / name.format(w)).exists()
     ]
+    if (p := run_dir / PG_CHECKPOINTS).exists():
+        raw.append(RawOutput("pg_checkpoints_log", str(p), meta.db_host))
     record = RunRecord(
         repetition=meta.repetition,
         attempt=meta.attempt,

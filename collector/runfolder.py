@@ -10,6 +10,9 @@ playbooks' outputs fetched into it) and :mod:`collector.gather` (which reads it)
         pg_stat-after.json
         environment.json         what the figures came from: PostgreSQL version and settings,
                                  kernel, sysctls, CPU, memory, the storage under the data
+        pg_server-before.json    the server's checkpoint, WAL and I/O views around the run
+        pg_server-after.json     (and how reading the server log went)
+        pg_checkpoints.log       the server log's checkpoint lines of the run, if any
         <client>/                one folder per client host that answered:
             stdout.txt stderr.txt rc.txt command.json pgbench_log.<pid>[.<n>]
 
@@ -38,6 +41,9 @@ DATABASE_JSON = "database.json"
 PG_STAT = "pg_stat-{}.json"
 #: what the run's figures came from (PostgreSQL, kernel, storage): collector.environment
 ENVIRONMENT_JSON = "environment.json"
+#: the server's statistics views around the run, and the log's checkpoint lines of it
+PG_SERVER = "pg_server-{}.json"
+PG_CHECKPOINTS = "pg_checkpoints.log"
 #: the raw files of a client folder, by kind
 CLIENT_FILES = {
     "stdout": "stdout.txt",

@@ -3,8 +3,8 @@
 Plots are drawn with matplotlib's object API (no pyplot, no GUI backend) and
 embedded as inline SVG with text as paths, so no font, script or stylesheet is
 fetched. Plots: tps per drive with CI bars; tps per second per client over one
-run of each cell (the concurrent window shaded); latency distribution; device
-telemetry when the store has some."""
+run of each cell (the concurrent window shaded, the server's checkpoints marked);
+latency distribution; device telemetry when the store has some."""
 
 from __future__ import annotations
 
@@ -28,7 +28,13 @@ from collector.report import (
     fmt_runs,
     fmt_tps,
 )
-from collector.report.terminal import PRETEST_COLUMNS, physics_lines, pretest_rows
+from collector.report.terminal import (
+    PRETEST_COLUMNS,
+    checkpoint_lines,
+    physics_lines,
+    pretest_rows,
+    run_facts,
+)
 from collector.units import human_size
 
 mpl.rcParams["svg.fonttype"] = "path"
@@ -132,8 +138,47 @@ def plot_ratio(view: ScenarioView) -> str | None:
     return _svg(fig)
 
 
+#: the colour of checkpoint marks on the per-second plot
+CHECKPOINT_COLOR = "#c0392b"
+
+
+def checkpoint_spans(view: ScenarioView, cv) -> list[tuple[float, float | None, str]]:
+    """The checkpoints of the run a cell's per-second plot shows (its run fact
+    ``checkpoints``): (start, end or None while still running, reason), epoch seconds."""
+    run = next(
+        (
+            r
+            for r in cv.stats.runs
+            if r.repetition == cv.series_run and r.status == RunStatus.COMPLETE
+        ),
+        None,
+    )
+    events = run_facts(view, "checkpoints").get(run.run_id) if run else None
+    return [
+        (e["start"], e.get("end"), str(e.get("reason") or "?"))
+        for e in events or []
+        if isinstance(e, dict) and e.get("start") is not None
+    ]
+
+
+def _checkpoint_marks(ax, spans, t0: float, t_end: float) -> None:
+    """Each checkpoint as a band from its start to its end (to the plot's end while it
+    ran on), with a dashed line where it started; those outside the plot are left out."""
+    labelled = False
+    for start, end, _ in spans:
+        lo, hi = max(start, t0), min(end if end is not None else t_end, t_end)
+        if hi < lo:
+            continue
+        label = None if labelled else "checkpoint"
+        ax.axvspan(lo - t0, hi - t0, color=CHECKPOINT_COLOR, alpha=0.15, lw=0, label=label)
+        if start >= t0:
+            ax.axvline(start - t0, color=CHECKPOINT_COLOR, lw=0.9, ls="--")
+        labelled = True
+
+
 def plot_series(view: ScenarioView) -> list[tuple[str, str]]:
-    """One plot per cell: tps per second of each client in one complete run."""
+    """One plot per cell: tps per second of each client in one complete run, with the
+    window where all ran shaded and the server's checkpoints marked."""
     out = []
     for c in view.cells:
         if not c.series:
@@ -152,6 +197,8 @@ def plot_series(view: ScenarioView) -> list[tuple[str, str]]:
             ax.axvspan(
                 c.window[0] - t0, c.window[1] - t0, color="#2a7", alpha=0.12, label="all running"
             )
+        t_end = max(p.start + p.duration_s for p in c.series)
+        _checkpoint_marks(ax, checkpoint_spans(view, c), t0, t_end)
         ax.set_xlabel("seconds since the first client started")
         ax.set_ylabel("tps")
         ax.set_title(f"{c.drive} / {c.test}: tps per second per client (run {c.series_run})")
@@ -421,6 +468,7 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
             for cv in view.cells
             for w in cv.warnings
         ]
+        parts += [f"<p class=note>checkpoint: {html.escape(x)}</p>" for x in checkpoint_lines(view)]
         database = _database_table(view)
         if database:
             parts.append("<h3>Database</h3>")

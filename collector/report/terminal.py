@@ -230,6 +230,38 @@ def _once(lines: list[PhysicsLine], everyone: set[str]) -> list[PhysicsLine]:
     return out
 
 
+#: how a checkpoint met the window that flags its run (collector.serverstats.in_window)
+FLAGGED = ("started", "ended", "started and ended")
+
+
+def run_facts(view: ScenarioView, key: str) -> dict[int, object]:
+    """One run fact of every run of the view, by run id."""
+    return {f.run_id: f.value for f in view.facts if f.scope == "run" and f.key == key}
+
+
+def checkpoint_lines(view: ScenarioView) -> list[str]:
+    """One line per cell with a run in whose window a checkpoint started or ended: which
+    runs, of how many whose server log was read, and the checkpoints' reasons."""
+    flags = run_facts(view, "checkpoint_in_window")
+    events = run_facts(view, "checkpoints")
+    out = []
+    for cv in view.cells:
+        known = [r for r in cv.stats.runs if flags.get(r.run_id) is not None]
+        hit = [r for r in known if flags[r.run_id] is True]
+        if not hit:
+            continue
+        reasons = sorted({
+            str(e.get("reason") or "reason not logged")
+            for r in hit for e in events.get(r.run_id) or [] if e.get("in_window") in FLAGGED
+        })  # fmt: skip
+        out.append(
+            f"{label(view, cv)}: a checkpoint ({', '.join(reasons)}) started or ended while"
+            f" all clients ran in {', '.join(r.name for r in hit)} ({len(hit)} of"
+            f" {len(known)} runs): its writes competed with the clients'"
+        )
+    return out
+
+
 def warnings(view: ScenarioView) -> list[str]:
     """One line per cell whose runs carry a database warning (fits in RAM)."""
     return [f"{label(view, cv)}: {w}" for cv in view.cells for w in cv.warnings]
@@ -251,6 +283,8 @@ def publish(views: list[ScenarioView], console: Console | None = None) -> None:
             console.print(pre)
         for line in cache_lines(view):
             console.print(f"  [cyan]cache[/cyan] {escape(line)}", highlight=False)
+        for line in checkpoint_lines(view):
+            console.print(f"  [magenta]checkpoint[/magenta] {escape(line)}", highlight=False)
         for p in physics_lines(view):
             style = "bold red" if p.level == physics.WARNING else "cyan"
             console.print(f"  [{style}]{p.kind}[/{style}] {escape(p.who)}: {escape(p.message)}",

@@ -129,6 +129,52 @@ def test_tablespace_placement_both_clients_complete_in_step(pg, drive):
     assert f["db_memory_source"] == "cgroup memory limit (cgroup v1 /drivelab-db)", f[
         "db_memory_source"
     ]
+    # the server's activity over the run: WAL written, the log read, and with stock
+    # max_wal_size and checkpoint_timeout no checkpoint while the clients ran
+    print(f"{drive}: WAL {f['pg_wal']}, checkpoints {f['pg_checkpoints']}")
+    assert f["pg_wal"]["bytes"] > 0 and f["pg_wal"]["records"] > 0 and f["pg_wal"]["syncs"] > 0
+    assert f["pg_checkpoint_log"]["problem"] is None, f["pg_checkpoint_log"]
+    assert f["pg_checkpoint_log"]["log_checkpoints"] == "on"
+    assert f["checkpoint_in_window"] is False, f["checkpoints"]
+
+
+def test_a_checkpoint_inside_the_window_is_flagged_with_its_deltas(pg, monkeypatch):
+    """max_wal_size 32MB (-e postgresql_settings, as an operator would give it): the
+    full-page images after the cold start's checkpoint fill it within seconds, so the
+    server checkpoints while every client runs. The run is flagged, and the checkpoint
+    and WAL deltas, the log's checkpoint lines and the events are stored."""
+    runner = pg["runner"]
+    run_playbook = runner.run_playbook
+    small = {"max_wal_size": "32MB", "min_wal_size": "32MB"}
+
+    def with_settings(name, extra=None, **kw):
+        if name == "database.yml":
+            extra = {**(extra or {}), "postgresql_settings": small}
+        return run_playbook(name, extra, **kw)
+
+    monkeypatch.setattr(runner, "run_playbook", with_settings)
+    run_dir, gathered = measure(pg, "nvme", "tablespace", 5, duration=10)
+    assert gathered.run.status.value == "complete", gathered.run.reason
+    f = facts(gathered)
+    ckpt, wal = f["pg_checkpoints"], f["pg_wal"]
+    print(f"checkpoints {ckpt}, WAL {wal}, events {f['checkpoints']}")
+    assert f["checkpoint_in_window"] is True, f["checkpoints"]
+    inside = [
+        e
+        for e in f["checkpoints"]
+        if e.get("in_window") in ("started", "ended", "started and ended")
+    ]
+    assert any(e["reason"] == "wal" for e in inside), inside
+    assert ckpt["requested"] >= 1 and ckpt["buffers_checkpoint"] > 0 and ckpt["write_s"] > 0
+    assert wal["bytes"] > 16 * 1024**2 and wal["fpi"] > 0 and wal["syncs"] > 0
+    assert "checkpoint starting: wal" in (run_dir / "pg_checkpoints.log").read_text()
+    from collector.store import Store  # noqa: PLC0415
+
+    with Store.open(pg["results"] / "drivelab.db") as store:
+        scenario = store.scenario("pgbench-test").id
+        stored = {x.key: x.value for x in store.facts(scenario, pg["last_run_id"])}
+    assert stored["checkpoint_in_window"] is True
+    assert stored["pg_wal"]["bytes"] == wal["bytes"]
 
 
 def test_the_stored_run_carries_its_environment(pg):

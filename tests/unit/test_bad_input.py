@@ -1282,7 +1282,12 @@ COMMAND_VARS = {
 #: SQL with an interpolated expression: only the client's database name, which
 #: scenario.validate_against_inventory keeps to CLIENT_NAME (reported: the role should
 #: quote it, and preflight should check host names for runs without drivelab)
-SQL_VARS = {"'drivelab_' ~ inventory_hostname": "drivelab_<client>, CLIENT_NAME"}
+SQL_VARS = {
+    "'drivelab_' ~ inventory_hostname": "drivelab_<client>, CLIENT_NAME",
+    # pgbench_run's stats query, a constant of its vars/main.yml in which only the
+    # major version chooses which views are read (test_the_stats_query_is_a_constant)
+    "__pgbench_run_stats_sql": "constant SQL",
+}
 
 
 def tasks(node: Any) -> list[dict[str, Any]]:
@@ -1350,6 +1355,15 @@ def test_sql_interpolates_only_the_client_database_name() -> None:
             assert expr in SQL_VARS, (where, name, expr)
             seen.add(expr)
     assert seen == set(SQL_VARS)
+
+
+def test_the_stats_query_is_a_constant() -> None:
+    """Its only expressions compare the major version to pick constant SQL text."""
+    sql = yaml.safe_load((REPO / "roles/pgbench_run/vars/main.yml").read_text())
+    exprs = interpolated(sql["__pgbench_run_stats_sql"])
+    assert exprs
+    for expr in exprs:
+        assert re.fullmatch(r'"[^"{}]*" if drivelab_pg_major \| int >= 1\d else \'\'', expr), expr
 
 
 def test_no_shell_in_python() -> None:

@@ -290,3 +290,32 @@ def test_run_warnings_and_cache_phrase_from_run_facts():
     ]
     assert fmt_cache(None) == "-"
     assert fmt_cache({"verdict": "unknown", "hit_ratio": None}) == "hit -, drive -: unknown"
+
+
+def test_a_checkpoint_in_the_window_is_said_per_drive_and_marked_on_the_plot(tmp_path):
+    """Run facts as gather stores them (collector.serverstats): ssd's first run had a
+    checkpoint inside its window, its second none; hdd's runs carry no such facts."""
+    from collector.report import terminal  # noqa: PLC0415
+
+    with build_store(tmp_path / "drivelab.db") as store:
+        sid = store.scenario("two-drives").id
+        cid = next(c for c, spec in store.cells(sid) if spec.drive == "ssd")
+        runs = {r.repetition: r.id for r in store.runs(cid)}
+        t0 = min(p.start for p in store.series(runs[0]))
+        event = {"start": t0 + 1.0, "end": t0 + 3.5, "reason": "wal",
+                 "in_window": "started and ended"}  # fmt: skip
+        store.add_facts(sid, {"checkpoint_in_window": True, "checkpoints": [event]}, "run",
+                        run_id=runs[0])  # fmt: skip
+        store.add_facts(sid, {"checkpoint_in_window": False, "checkpoints": []}, "run",
+                        run_id=runs[1])  # fmt: skip
+        view = load(store, "two-drives")
+    assert terminal.checkpoint_lines(view) == [
+        "ssd: a checkpoint (wal) started or ended while all clients ran in run 0 (1 of 2 runs):"
+        " its writes competed with the clients'"
+    ]
+    ssd = next(cv for cv in view.cells if cv.drive == "ssd")
+    assert html.checkpoint_spans(view, ssd) == [(t0 + 1.0, t0 + 3.5, "wal")]
+    plots = {name.split()[0]: svg for name, svg in html.plot_series(view)}
+    assert html.CHECKPOINT_COLOR in plots["ssd"] and html.CHECKPOINT_COLOR not in plots["hdd"]
+    page = html.render([view])
+    assert "checkpoint: ssd: a checkpoint (wal) started or ended" in page

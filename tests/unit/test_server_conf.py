@@ -24,21 +24,29 @@ SINCE = {
     "tcp_keepalives_idle": 8,
     "tcp_keepalives_interval": 8,
     "tcp_keepalives_count": 8,
+    "log_checkpoints": 8,
+    "log_line_prefix": 8,
+    "log_timezone": 8,
+    "track_io_timing": 9,  # 9.2
+    "track_wal_io_timing": 14,
 }
 
 
 def render(version: int) -> list[str]:
+    return [m[1] for m in re.finditer(r"^([a-z_]+) = ", render_text(version), re.M)]
+
+
+def render_text(version: int) -> str:
     # a settings file, not HTML: nothing to escape
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True)  # noqa: S701
     env.filters["comment"] = lambda text: f"# {text}"
-    text = env.from_string(TEMPLATE.read_text()).render(
+    return env.from_string(TEMPLATE.read_text()).render(
         ansible_managed="managed",
         __postgresql_server_listen="10.213.0.2",
         drivelab_pg_port=5433,
         drivelab_pg_major=str(version),
         __postgresql_server_settings={},
     )
-    return [m[1] for m in re.finditer(r"^([a-z_]+) = ", text, re.M)]
 
 
 @pytest.mark.parametrize("version", [13, 14, 15, 16, 17])
@@ -54,6 +62,19 @@ def test_every_parameter_written_is_known_to_that_version(version):
 def test_a_vanished_client_is_noticed_where_the_server_can():
     assert "client_connection_check_interval" not in render(13)
     assert "client_connection_check_interval" in render(14)
+
+
+def test_wal_io_timing_where_the_server_has_it():
+    assert "track_wal_io_timing" not in render(13)
+    assert "track_wal_io_timing" in render(14)
+
+
+def test_the_log_lines_carry_a_utc_timestamp():
+    """collector.parse.pglog places checkpoints in time by the %m prefix, in UTC."""
+    text = render_text(15)
+    assert re.search(r"^log_line_prefix = '%m ", text, re.M)
+    assert "log_timezone = 'UTC'" in text
+    assert "log_checkpoints = on" in text
 
 
 def test_the_installed_server_knows_every_parameter_written_for_it():
