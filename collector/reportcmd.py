@@ -64,11 +64,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--json", type=Path, metavar="FILE", help="write every figure's data as JSON")
     rep.set_defaults(func=lambda a: cmd_report(_with_db(a)))
     cmp = sub.add_parser(
-        "compare", help="baseline A vs contender B: two scenarios, or two drives of one"
+        "compare",
+        help="baseline A vs contender B: two scenarios, or two drives or setting sets of one",
     )
-    cmp.add_argument("a", metavar="A", help="baseline: a scenario, or a drive")
-    cmp.add_argument("b", metavar="B", help="contender: a scenario, or a drive")
-    cmp.add_argument("--scenario", help="the scenario holding drives A and B")
+    cmp.add_argument("a", metavar="A", help="baseline: a scenario, a drive or a setting set")
+    cmp.add_argument("b", metavar="B", help="contender: a scenario, a drive or a setting set")
+    cmp.add_argument("--scenario", help="the scenario holding drives (or setting sets) A and B")
     cmp.add_argument(
         "--db", type=Path, default=None, help="results store (default results/drivelab.db)"
     )

@@ -1,7 +1,9 @@
 """``drivelab compare A B``: baseline A against contender B, cell by cell.
 
-A and B are two scenarios (cells matched by their key: drive and test), or two
-drives within one scenario (cells matched by test). For each pair: both means with
+A and B are two scenarios (cells matched by their key: drive and test), two
+drives within one scenario (cells matched by test), or two PostgreSQL setting sets
+(``postgresql.sets``) within one scenario (cells matched by drive and test without
+the set). For each pair: both means with
 their confidence intervals, the difference in % of the baseline, Welch's t-test
 p-value and whether the difference is significant at 5 %. Like ``esrally
 compare``, with the statistics it lacks. Only complete runs enter.
@@ -14,7 +16,7 @@ shown as "varies".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.console import Console
 from rich.table import Table
@@ -114,42 +116,67 @@ def compare(store: Store, a: str, b: str, scenario: str | None = None) -> Compar
             raise DrivelabError(f"scenarios {a!r} and {b!r} have no cell in common")
         env, known = environment_differences(pairs, va.facts, vb.facts)
         return Comparison(a, b, tuple(pairs), tuple(unmatched), env, known)
-    view = _scenario_with_drives(store, names, a, b, scenario)
-    pairs, unmatched = _pairs(
-        [c for c in view.cells if c.drive == a],
-        [c for c in view.cells if c.drive == b],
-        lambda c: c.test,
-    )
-    if not pairs:
-        raise DrivelabError(f"drives {a!r} and {b!r} share no test in scenario {view.info.name!r}")
+    view, kind = _scenario_with(store, names, a, b, scenario)
+    if kind == "drive":
+        pairs, unmatched = _pairs(
+            [c for c in view.cells if c.drive == a],
+            [c for c in view.cells if c.drive == b],
+            lambda c: c.test,
+        )
+        if not pairs:
+            raise DrivelabError(
+                f"drives {a!r} and {b!r} share no test in scenario {view.info.name!r}"
+            )
+        labels = (f"{view.info.name}: {a}", f"{view.info.name}: {b}")
+    else:
+        pairs, unmatched = _pairs(
+            [c for c in view.cells if c.stats.spec.pg_settings_name == a],
+            [c for c in view.cells if c.stats.spec.pg_settings_name == b],
+            lambda c: f"{c.drive} {replace(c.stats.spec, pg_settings_name=None).test}",
+        )
+        if not pairs:
+            raise DrivelabError(
+                f"setting sets {a!r} and {b!r} share no drive and test in scenario"
+                f" {view.info.name!r}"
+            )
+        labels = (f"{view.info.name}: pg {a}", f"{view.info.name}: pg {b}")
     env, known = environment_differences(pairs, view.facts, view.facts)
-    return Comparison(
-        f"{view.info.name}: {a}",
-        f"{view.info.name}: {b}",
-        tuple(pairs),
-        tuple(unmatched),
-        env,
-        known,
-    )
+    return Comparison(*labels, tuple(pairs), tuple(unmatched), env, known)
 
 
-def _scenario_with_drives(
+def _sets(view: ScenarioView) -> list[str]:
+    """The scenario's PostgreSQL setting sets (``postgresql.sets``), in cell order."""
+    names = (c.stats.spec.pg_settings_name for c in view.cells)
+    return list(dict.fromkeys(n for n in names if n is not None))
+
+
+def _scenario_with(
     store: Store, names: list[str], a: str, b: str, scenario: str | None
-) -> ScenarioView:
+) -> tuple[ScenarioView, str]:
+    """The scenario (``scenario``, else the latest) holding A and B as two drives
+    (``"drive"``) or as two PostgreSQL setting sets (``"set"``)."""
     candidates = [scenario] if scenario else list(reversed(names))
     for name in candidates:
         view = load(store, name)
         if a in view.drives and b in view.drives:
-            return view
+            return view, "drive"
+        sets = _sets(view)
+        if a in sets and b in sets:
+            return view, "set"
         if scenario:
-            missing = [d for d in (a, b) if d not in view.drives]
+            if sets and (a in sets or b in sets):
+                missing = next(x for x in (a, b) if x not in sets)
+                raise DrivelabError(
+                    f"scenario {scenario!r} has no setting set {missing!r}"
+                    f" (sets: {', '.join(sets)})"
+                )
+            missing = next(x for x in (a, b) if x not in view.drives)
             raise DrivelabError(
-                f"scenario {scenario!r} has no drive {missing[0]!r}"
-                f" (drives: {', '.join(view.drives)})"
+                f"scenario {scenario!r} has no drive {missing!r} (drives: {', '.join(view.drives)})"
             )
     raise DrivelabError(
-        f"{a!r} and {b!r} are neither two scenarios nor two drives of one scenario "
-        f"(scenarios: {', '.join(names)})"
+        f"{a!r} and {b!r} are neither two scenarios nor two drives or two PostgreSQL setting"
+        f" sets of one scenario (scenarios: {', '.join(names)})"
     )
 
 

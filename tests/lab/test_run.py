@@ -2,7 +2,8 @@
 killed with SIGKILL after its first stored run and started again finishes with
 exactly the expected runs in the store; adaptive repetitions stop within their bounds;
 a scenario's PostgreSQL setting the server does not know is refused in seconds with
-nothing changed, and two sets of settings (wal_sync_method) are two stored cells."""
+nothing changed, and two sets of settings (wal_sync_method) are two stored cells that
+`drivelab compare` tells apart by that setting."""
 
 from __future__ import annotations
 
@@ -221,6 +222,17 @@ def test_two_sets_of_settings_are_two_stored_cells_with_their_applied_setting(la
         "nvme-ext4-tablespace-s2-h1-tpcb-pgfdatasync",
         "nvme-ext4-tablespace-s2-h1-tpcb-pgopen_datasync",
     ]
+    # compared, the two sets differ in their environments by the one setting
+    cmp = subprocess.run(
+        [str(BIN / "drivelab"), "compare", "fdatasync", "open_datasync"],
+        cwd=REPO, env=dict(env, COLUMNS="200"), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert cmp.returncode == 0, cmp.stderr
+    settings = [line for line in cmp.stdout.splitlines() if "postgresql.settings." in line]
+    assert [line.split("│")[1:4] for line in settings] == [
+        [" postgresql.settings.wal_sync_method ", " fdatasync ", " open_datasync "]
+    ], cmp.stdout
+    assert cmp.stdout.index(settings[0]) < cmp.stdout.index("baseline wal-sync: pg fdatasync")
 
 
 def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path, monkeypatch):

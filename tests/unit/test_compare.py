@@ -182,3 +182,69 @@ def test_compare_says_when_environments_agree_or_are_unknown(results_db, tmp_pat
     assert (same.environment, same.environment_pairs) == ((), 1)
     compare.publish(same)
     assert capsys.readouterr().out.startswith("environments: no difference\n")
+
+
+# --------------------------------------------------------------------------- setting sets
+
+
+@pytest.fixture(scope="module")
+def two_sets(results_db, tmp_path_factory):
+    """A scenario of one drive and two PostgreSQL setting sets (wal_sync_method
+    fdatasync, open_datasync), its runs the realistic store's ssd runs, each carrying the
+    lab's captured environment with its set's wal_sync_method."""
+    path = tmp_path_factory.mktemp("cmp-sets") / "drivelab.db"
+    shutil.copy(results_db, path)
+    with Store.open(path) as s:
+        old = s.scenario("two-drives")
+        ((cid, spec),) = [(c, sp) for c, sp in s.cells(old.id) if sp.drive == "ssd"]
+        sid = s.add_scenario("wal-sync", baseline_drive="ssd")
+        for name, f in (("fdatasync", 1.0), ("open_datasync", 0.9)):
+            new_cid = s.add_cell(
+                sid, replace(spec, pg_settings_name=name, pg_settings={"wal_sync_method": name})
+            )
+            for run in s.runs(cid):
+                run_id = s.record_run(
+                    new_cid,
+                    RunRecord(
+                        repetition=run.repetition,
+                        status=run.status,
+                        reason=run.reason,
+                        clients=tuple(replace(c, tps=c.tps * f) for c in s.client_results(run.id)),
+                        series=tuple(
+                            replace(p, transactions=p.transactions * f) for p in s.series(run.id)
+                        ),
+                    ),
+                )
+                env = _with(LAB_ENV, "wal_sync_method", name)
+                s.add_facts(sid, {"environment": env}, scope="run", run_id=run_id)
+    return path
+
+
+def test_two_setting_sets_of_one_scenario_differ_in_their_setting(two_sets, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    with Store.open(two_sets, create=False) as s:
+        cmp = compare.compare(s, "fdatasync", "open_datasync")
+    assert (cmp.baseline_label, cmp.contender_label) == (
+        "wal-sync: pg fdatasync", "wal-sync: pg open_datasync",
+    )  # fmt: skip
+    (pair,) = cmp.pairs
+    assert pair.what == "ssd tpcb s2 2cl"  # matched without the set's name
+    assert pair.test.diff_pct == pytest.approx(-10, abs=0.01)
+    assert [(d.setting, d.baseline, d.contender) for d in cmp.environment] == [
+        ("postgresql.settings.wal_sync_method", "fdatasync", "open_datasync")
+    ]
+    assert cli.main(["compare", "fdatasync", "open_datasync", "--db", str(two_sets)]) == 0
+    out = capsys.readouterr().out
+    (row,) = [line for line in out.splitlines() if "wal_sync_method" in line]
+    assert out.index(row) < out.index("baseline wal-sync: pg fdatasync")
+
+
+def test_a_setting_set_the_scenario_lacks_is_named(two_sets):
+    with (
+        Store.open(two_sets, create=False) as s,
+        pytest.raises(
+            DrivelabError,
+            match=r"scenario 'wal-sync' has no setting set 'fsync' \(sets: fdatasync,",
+        ),
+    ):
+        compare.compare(s, "fdatasync", "fsync", scenario="wal-sync")

@@ -3,6 +3,7 @@ Chromium, offline), CSV and JSON; and the one-line errors for an empty or missin
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import os
@@ -13,12 +14,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from collector import cli
 from collector.report import html, load, open_store
 from collector.store import Store
-from tests.conftest import build_store
+from tests.conftest import DATA, build_store
 
 BIN = Path(sys.executable).parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -230,7 +232,60 @@ def test_html_renders_in_headless_chromium_offline(results_db, tmp_path):
     with open_store(results_db) as store:
         view = load(store, "two-drives")
     page = html.publish([view], tmp_path / "report.html")
-    shot = tmp_path / "report.png"
+    pixels = _screenshot(page, tmp_path / "report.png", height=2000)
+    non_white = (pixels < 0.9).any(axis=-1).mean()
+    assert non_white > 0.02, f"only {non_white:.1%} of the screenshot is not white"
+    assert pixels.std() > 0.05
+    # coloured pixels: the bars and lines of the plots rendered
+    r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
+    assert ((abs(r - b) > 0.3) | (abs(g - b) > 0.3)).mean() > 0.001
+
+
+@pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="/usr/bin/chromium is absent (make setup installs it)"
+)
+def test_html_with_checkpoints_and_environments_renders_in_headless_chromium(tmp_path):
+    """The evidence of a run on the page as Chromium draws it: every run of the store
+    carries the lab's captured environment (ssd's with wal_sync_method open_datasync),
+    ssd's plotted run a checkpoint inside its window. The page is not blank, the
+    environment table says the difference, and the checkpoint's red marks are drawn."""
+    env = json.loads((DATA / "environment" / "lab-nvme.json").read_text(encoding="utf-8"))
+    with build_store(tmp_path / "drivelab.db") as store:
+        sid = store.scenario("two-drives").id
+        for cid, spec in store.cells(sid):
+            e = copy.deepcopy(env)
+            e["postgresql"]["settings"]["wal_sync_method"] = {
+                "setting": "open_datasync" if spec.drive == "ssd" else "fdatasync",
+                "unit": None, "source": "configuration file", "pending_restart": False,
+            }  # fmt: skip
+            for run in store.runs(cid):
+                store.add_facts(sid, {"environment": e}, "run", run_id=run.id)
+                if spec.drive == "ssd":
+                    t0 = min(p.start for p in store.series(run.id))
+                    event = {"start": t0 + 1.0, "end": t0 + 3.5, "reason": "wal",
+                             "in_window": "started and ended"}  # fmt: skip
+                    store.add_facts(sid, {"checkpoint_in_window": True, "checkpoints": [event]},
+                                    "run", run_id=run.id)  # fmt: skip
+        view = load(store, "two-drives")
+    page = html.publish([view], tmp_path / "report.html")
+    text = page.read_text(encoding="utf-8")
+    assert "Environment per drive" in text
+    row = re.search(r"<tr><td>PostgreSQL wal_sync_method</td>(.*?)</tr>", text)
+    assert row, "no wal_sync_method row in the environment table"
+    assert re.findall(r"<td>([^<]*)</td>", row.group(1)) == [
+        "fdatasync", "open_datasync", "differs",
+    ]  # fmt: skip
+    pixels = _screenshot(page, tmp_path / "report.png", height=6000)
+    non_white = (pixels < 0.9).any(axis=-1).mean()
+    assert non_white > 0.02, f"only {non_white:.1%} of the screenshot is not white"
+    # the checkpoint's dashed start line in its colour (#c0392b), as Chromium drew it
+    red = np.array([0xC0, 0x39, 0x2B]) / 255
+    near = (np.abs(pixels - red) < 0.08).all(axis=-1).sum()
+    assert near > 20, f"{near} pixels of the checkpoint colour"
+
+
+def _screenshot(page: Path, shot: Path, *, height: int):
+    """``page`` as headless Chromium draws it offline, 1280 x ``height``, as RGB floats."""
     profile = tempfile.mkdtemp(prefix="drivelab-chromium-")
     try:
         proc = subprocess.run(
@@ -248,7 +303,7 @@ def test_html_renders_in_headless_chromium_offline(results_db, tmp_path):
                 "--host-resolver-rules=MAP * ~NOTFOUND",
                 f"--user-data-dir={profile}",
                 f"--screenshot={shot}",
-                "--window-size=1280,2000",
+                f"--window-size=1280,{height}",
                 page.as_uri(),
             ],
             capture_output=True,
@@ -264,13 +319,8 @@ def test_html_renders_in_headless_chromium_offline(results_db, tmp_path):
     from matplotlib.image import imread  # noqa: PLC0415
 
     pixels = imread(shot)[..., :3]
-    assert pixels.shape[:2] == (2000, 1280)
-    non_white = (pixels < 0.9).any(axis=-1).mean()
-    assert non_white > 0.02, f"only {non_white:.1%} of the screenshot is not white"
-    assert pixels.std() > 0.05
-    # coloured pixels: the bars and lines of the plots rendered
-    r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
-    assert ((abs(r - b) > 0.3) | (abs(g - b) > 0.3)).mean() > 0.001
+    assert pixels.shape[:2] == (height, 1280)
+    return pixels
 
 
 def test_run_warnings_and_cache_phrase_from_run_facts():
