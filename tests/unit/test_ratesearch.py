@@ -1,0 +1,353 @@
+"""The rate search's bisection (collector.ratesearch): what it runs next, when it
+stops, what it reports, and that it resumes from stored steps; judged on model drives
+(a latency that grows with the rate) and on the p99s of real ``pgbench -R -l`` logs
+captured on the lab (tests/data/txlog-rate/README.md)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from collector import ratesearch as rs
+from collector.parse import pgbench, txlog
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "txlog-rate"
+
+
+def model(capacity: float, knee_ms: float = 5.0):
+    """A drive whose p99 is ``knee_ms`` at low load and grows without bound as the
+    total rate nears ``capacity`` (an M/M/1 queue's shape); above it the lag grows."""
+
+    def observe(rate: int) -> rs.Observation:
+        if rate >= capacity:
+            return rs.Observation(rate, 3000.0, False, True, "rate not sustained: lag grew")
+        return rs.Observation(rate, knee_ms / (1 - rate / capacity), True, True)
+
+    return observe
+
+
+def search(spec: rs.SearchSpec, observe) -> tuple[rs.SearchResult, list[rs.Decision]]:
+    """Runs the search to its end against ``observe``; the result and every decision."""
+    seen: list[rs.Observation] = []
+    decisions = []
+    for _ in range(rs.MAX_STEPS + 1):
+        d = rs.next_step(spec, seen)
+        decisions.append(d)
+        if d.rate is None:
+            assert d.result is not None
+            return d.result, decisions
+        assert d.rate not in {o.rate for o in seen}, f"{d.rate} run twice"
+        seen.append(observe(d.rate))
+    raise AssertionError("the search did not end within MAX_STEPS + 1 decisions")
+
+
+def capacity_at(target_ms: float, capacity: float, knee_ms: float = 5.0) -> float:
+    """The highest rate the model holds at ``target_ms``."""
+    return capacity * (1 - knee_ms / target_ms)
+
+
+CASES = {
+    # name: (spec, model capacity)
+    "default start, capacity above it": (rs.SearchSpec(p99_ms=20), 1000),
+    "default start, capacity below it": (rs.SearchSpec(p99_ms=20), 37),
+    "bracket given around it": (rs.SearchSpec(p99_ms=50, low=20, high=200), 120),
+    "bracket given below it": (rs.SearchSpec(p99_ms=50, low=20, high=40), 120),
+    "bracket given above it": (rs.SearchSpec(p99_ms=50, low=400, high=800), 120),
+    "two hosts": (rs.SearchSpec(p99_ms=20, quantum=2), 333),
+    "three hosts, tight": (rs.SearchSpec(p99_ms=20, quantum=3, within_pct=2), 777),
+    "fast drive": (rs.SearchSpec(p99_ms=10, low=1000, quantum=2), 40_000),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_search_brackets_the_sustained_rate_within_the_ratio(name):
+    spec, capacity = CASES[name]
+    result, decisions = search(spec, model(capacity))
+    true = capacity_at(spec.p99_ms, capacity)
+    assert result.status == rs.CONVERGED, result.text
+    assert result.holds_at is not None and result.breaks_at is not None
+    assert result.holds_at <= true < result.breaks_at
+    assert result.holds_at >= result.breaks_at * (1 - spec.within_pct / 100) or (
+        result.breaks_at - result.holds_at == spec.quantum
+    )
+    assert len(result.steps) <= spec.steps
+    assert all(s.rate % spec.quantum == 0 for s in result.steps)
+    # the bracket's ends were run and judged so
+    by_rate = {s.rate: s for s in result.steps}
+    assert by_rate[result.holds_at].holds and not by_rate[result.breaks_at].holds
+    assert decisions[0].rate == spec.start
+
+
+def test_steps_needed_as_documented():
+    """docs/scenarios.md: from a given bracket of ratio r, bisection to 10 % (a ratio
+    of 1/0.9) takes ceil(log2(ln r / ln(1/0.9))) steps after the two ends; doubling from
+    the default start adds one step per doubling."""
+    spec = rs.SearchSpec(p99_ms=50, low=20, high=160)  # ratio 8
+    result, _ = search(spec, model(130))
+    bisect = math.ceil(math.log2(math.log(8) / -math.log(0.9)))
+    assert bisect == 5
+    assert len(result.steps) <= 2 + bisect
+    # default start 100, capacity at ~6000: 100, 200 ... 6400 (7), then bisect from x2
+    result, _ = search(rs.SearchSpec(p99_ms=20), model(8000))
+    assert result.status == rs.CONVERGED
+    assert len(result.steps) <= 7 + math.ceil(math.log2(math.log(2) / -math.log(0.9)))
+    assert len(result.steps) <= rs.DEFAULT_STEPS
+
+
+def test_start_doubles_and_halves():
+    spec = rs.SearchSpec(p99_ms=20, low=100)
+    hold = rs.Observation(100, 5.0, True, True)
+    brk = rs.Observation(100, 50.0, True, True)
+    assert rs.next_step(spec, []) == rs.Decision(100, why="start")
+    assert rs.next_step(spec, [hold]) == rs.Decision(200, why="double")
+    assert rs.next_step(spec, [brk]) == rs.Decision(50, why="halve")
+    given = rs.SearchSpec(p99_ms=20, low=100, high=1000)
+    assert rs.next_step(given, [hold]) == rs.Decision(1000, why="high")
+    # high held too: doubling from it
+    assert rs.next_step(given, [hold, rs.Observation(1000, 9.0, True, True)]).rate == 2000
+    # bisection: geometric mean, rounded to a multiple of the hosts
+    two = rs.SearchSpec(p99_ms=20, low=20, high=200, quantum=2)
+    obs = [rs.Observation(20, 5.0, True, True), rs.Observation(200, 80.0, True, True)]
+    assert rs.next_step(two, obs) == rs.Decision(64, why="bisect")  # sqrt(4000) = 63.2
+
+
+def test_steps_exhausted_keeps_the_bracket_it_has():
+    spec = rs.SearchSpec(p99_ms=50, low=10, high=10_000, steps=3)
+    result, _ = search(spec, model(500))
+    assert result.status == rs.STEPS_EXHAUSTED
+    assert len(result.steps) == 3
+    assert result.holds_at is not None and result.breaks_at is not None
+    assert result.holds_at <= capacity_at(50, 500) < result.breaks_at
+    assert "3 steps, the most: bracket " in result.text and "wider than 10 %" in result.text
+
+
+def test_nothing_holds_down_to_one_per_host():
+    spec = rs.SearchSpec(p99_ms=1, low=16, quantum=2)
+    result, decisions = search(spec, model(1e9, knee_ms=5.0))  # p99 >= 5 ms at any rate
+    assert [d.rate for d in decisions[:-1]] == [16, 8, 4, 2]
+    assert result.status == rs.NO_HOLD and result.holds_at is None
+    assert result.sustained_rate is None
+    assert result.text == (
+        "no rate sustained at p99 <= 1 ms (breaks at 2/s total, the lowest rate run; 4 steps)"
+    )
+
+
+def test_nothing_breaks_within_the_steps():
+    result, _ = search(rs.SearchSpec(p99_ms=20, low=100, steps=4), model(1e12))
+    assert result.status == rs.NO_BREAK and result.breaks_at is None
+    assert result.holds_at == 800
+    assert result.text == (
+        "sustained at least 800/s total at p99 <= 20 ms (held at every rate run, up to 800;"
+        " no break found in 4 steps)"
+    )
+
+
+def test_nothing_breaks_up_to_the_highest_rate():
+    spec = rs.SearchSpec(p99_ms=20, low=rs.MAX_RATE // 2, steps=5)
+    result, decisions = search(spec, model(1e12))
+    assert [d.rate for d in decisions[:-1]] == [rs.MAX_RATE // 2, rs.MAX_RATE]
+    assert result.status == rs.NO_BREAK and result.holds_at == rs.MAX_RATE
+
+
+def test_result_text_and_json():
+    obs = [
+        rs.Observation(180, 15.0, True, True),
+        rs.Observation(200, 25.0, True, True),
+    ]
+    result = rs.next_step(rs.SearchSpec(p99_ms=20, low=180, high=200), obs).result
+    assert result is not None
+    assert result.text == (
+        "sustained 180/s total at p99 <= 20 ms (holds at 180, breaks at 200; 2 steps)"
+    )
+    doc = result.to_json()
+    assert doc["sustained_rate"] == 180 and doc["breaks_at"] == 200
+    assert doc["status"] == "converged" and doc["text"] == result.text
+    assert doc["steps"][1] == {
+        "rate": 200, "holds": False, "why": "p99 25.0 ms > 20 ms", "p99_ms": 25.0,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("model_capacity", [50, 333, 5000])
+def test_resume_from_any_prefix_asks_the_same_next_rate(model_capacity):
+    """The state is the stored steps: a search killed after k steps and started again
+    (its observations read back, in any order) asks what the whole one asked."""
+    spec = rs.SearchSpec(p99_ms=30, quantum=2)
+    observe = model(model_capacity)
+    _, decisions = search(spec, observe)
+    rates = [d.rate for d in decisions[:-1]]
+    for k in range(len(rates)):
+        stored = [observe(r) for r in rates[:k]]
+        assert rs.next_step(spec, stored).rate == rates[k]
+        assert rs.next_step(spec, list(reversed(stored))).rate == rates[k]
+    final = rs.next_step(spec, [observe(r) for r in rates])
+    assert final.rate is None and final.result == decisions[-1].result
+
+
+def test_a_changed_target_rejudges_the_stored_steps():
+    stored = [rs.Observation(100, 12.0, True, True), rs.Observation(200, 30.0, True, True)]
+    loose = rs.next_step(rs.SearchSpec(p99_ms=50), stored)
+    assert loose.rate == 400 and loose.why == "double"  # both hold at 50 ms
+    tight = rs.next_step(rs.SearchSpec(p99_ms=20), stored)
+    assert tight.rate == 141 and tight.why == "bisect"  # 100 holds, 200 breaks
+
+
+def test_a_rate_run_again_counts_once_the_later_reading():
+    spec = rs.SearchSpec(p99_ms=20)
+    first = rs.Observation(100, None, None, False, "client2: pgbench exited 1")
+    again = rs.Observation(100, 8.0, True, True)
+    assert rs.next_step(spec, [first, again]).rate == 200
+    assert len(rs.judge(spec, [first, again])) == 1
+
+
+def test_a_hold_above_the_lowest_break_does_not_move_the_bracket():
+    spec = rs.SearchSpec(p99_ms=20, within_pct=10)
+    obs = [
+        rs.Observation(100, 10.0, True, True),
+        rs.Observation(200, 40.0, True, True),
+        rs.Observation(141, 25.0, True, True),
+        rs.Observation(170, 19.0, True, True),  # noise: held above the break at 141
+    ]
+    d = rs.next_step(spec, obs)
+    assert d.rate == 119  # between 100 (holds) and 141 (the lowest break)
+    obs += [rs.Observation(119, 15.0, True, True), rs.Observation(130, 18.0, True, True)]
+    result = rs.next_step(spec, obs).result
+    assert result is not None and (result.holds_at, result.breaks_at) == (130, 141)
+    assert result.held_above_break == (170,)
+    assert "held again at 170, above the break: noisy near the edge" in result.text
+
+
+def test_a_bracket_one_rate_per_host_wide_is_done():
+    spec = rs.SearchSpec(p99_ms=20, within_pct=1, quantum=4)
+    obs = [rs.Observation(8, 5.0, True, True), rs.Observation(12, 50.0, True, True)]
+    result = rs.next_step(spec, obs).result
+    assert result is not None and result.status == rs.CONVERGED
+    assert (result.holds_at, result.breaks_at) == (8, 12)
+
+
+def test_what_holds():
+    target = 20.0
+    cases = {
+        "under the target, sustained": (rs.Observation(10, 19.9, True, True), True),
+        "at the target": (rs.Observation(10, 20.0, True, True), True),
+        "over the target": (rs.Observation(10, 20.1, True, True), False),
+        "under the target, lag grew": (
+            rs.Observation(10, 5.0, False, True, "rate not sustained: lag grew"),
+            False,
+        ),
+        "under the target, lag not read": (rs.Observation(10, 5.0, None, True), True),
+        "a client partial": (rs.Observation(10, 5.0, True, False, "client2: exited 1"), False),
+        "no transaction in the window": (rs.Observation(10, None, None, True), False),
+    }
+    for name, (obs, holds) in cases.items():
+        got, why = obs.verdict(target)
+        assert got is holds, (name, why)
+    assert rs.Observation(10, 5.0, True, False, "client2: exited 1").verdict(target)[1] == (
+        "not complete: client2: exited 1"
+    )
+
+
+def test_spec_bounds():
+    for bad in (
+        {"p99_ms": 0},
+        {"p99_ms": 20, "steps": 0},
+        {"p99_ms": 20, "steps": rs.MAX_STEPS + 1},
+        {"p99_ms": 20, "within_pct": 0},
+        {"p99_ms": 20, "low": 200, "high": 100},
+        {"p99_ms": 20, "quantum": 0},
+    ):
+        with pytest.raises(ValueError):
+            rs.SearchSpec(**bad)
+    assert rs.SearchSpec(p99_ms=20, quantum=3).start == 99
+    assert rs.SearchSpec(p99_ms=20, low=1, quantum=3).start == 3
+
+
+# --------------------------------------------------------------------------- real logs
+
+#: capture folder -> total rate offered (two client hosts, -R per host)
+CAPTURES = {
+    "hdd7200-cluster-r10": 20,
+    "hdd7200-cluster-r100": 200,
+    "hdd7200-cluster-r100-L50": 200,
+    "hdd7200-tablespace-r100": 200,
+    "nvme-tablespace-r400": 800,
+    "nvme-tablespace-r400-L2": 800,
+}
+LIMITS = {"hdd7200-cluster-r100-L50": 0.050, "nvme-tablespace-r400-L2": 0.002}
+
+
+def captured(run: str) -> rs.Observation:
+    """A capture as a step: its p99 over the window where both clients ran (the merged
+    per-second histograms) and its lag reading, as a run's latency_window fact has them."""
+    series = []
+    for client in ("client1", "client2"):
+        files = sorted((DATA / run).glob(f"{client}.[0-9]*"))
+        summary = pgbench.summarize_txlog(files, latency_limit_s=LIMITS.get(run))
+        series.append(summary.latency_series)
+    merged = txlog.merge_latency_series(series)
+    lo = max(s.first_second for s in series)
+    hi = min(s.first_second + s.seconds - 1 for s in series)
+    p99 = txlog.window_percentiles(merged, lo, hi, (0.99,))[0.99]
+    lag = txlog.read_lag(txlog.latency_points(merged))
+    window = {
+        "p99_ms": p99 * 1e3,
+        "lag": {"sustained": lag.sustained, "reason": lag.reason},
+    }
+    return rs.observation(CAPTURES[run], window, complete=True)
+
+
+def test_real_captures_hold_or_break_as_measured():
+    """hdd7200 with its WAL on the drive holds 20/s in all with p99 36 ms and breaks at
+    200/s (the lag grows to seconds); with -L 50 its p99 stays under 150 ms, yet 45 % of
+    the schedule was skipped: not sustained, so it breaks even a loose target."""
+    obs = {run: captured(run) for run in CAPTURES}
+    p99 = {run: o.p99_ms for run, o in obs.items()}
+    assert 30 < p99["hdd7200-cluster-r10"] < 45
+    assert p99["hdd7200-cluster-r100"] > 3000
+    assert 140 < p99["hdd7200-cluster-r100-L50"] < 160
+    assert p99["nvme-tablespace-r400"] < 10
+    verdicts = {run: o.verdict(50.0)[0] for run, o in obs.items()}
+    assert verdicts == {
+        "hdd7200-cluster-r10": True,
+        "hdd7200-cluster-r100": False,  # p99 seconds, lag grew
+        "hdd7200-cluster-r100-L50": False,  # p99 150 ms > 50
+        "hdd7200-tablespace-r100": True,  # WAL off the drive: 200/s at p99 11 ms
+        "nvme-tablespace-r400": True,
+        "nvme-tablespace-r400-L2": False,  # p99 13 ms, but 6 % skipped under -L 2
+    }
+    loose = obs["hdd7200-cluster-r100-L50"].verdict(500.0)
+    assert loose[0] is False and "skipped" in loose[1]
+    assert obs["nvme-tablespace-r400-L2"].verdict(20.0)[0] is False
+
+
+def test_search_on_the_real_hdd7200_cluster_steps():
+    """Started at 20/s with 200/s as high on hdd7200 (cluster): 20 holds at 50 ms, 200
+    breaks, so the next step is their geometric mean, 64/s (two hosts: 32 each); at a
+    20 ms target 20/s already breaks (p99 36 ms), so the search halves."""
+    spec = rs.SearchSpec(p99_ms=50, low=20, high=200, quantum=2)
+    low, high = captured("hdd7200-cluster-r10"), captured("hdd7200-cluster-r100")
+    assert rs.next_step(spec, []).rate == 20
+    assert rs.next_step(spec, [low]).rate == 200
+    d = rs.next_step(spec, [low, high])
+    assert (d.rate, d.why) == (64, "bisect")
+    tight = rs.SearchSpec(p99_ms=20, low=20, high=200, quantum=2)
+    assert rs.next_step(tight, [low]) == rs.Decision(10, why="halve")
+    # stopped here (the most steps: 2): the bracket the captures give
+    result = rs.next_step(rs.SearchSpec(p99_ms=50, low=20, high=200, quantum=2, steps=2),
+                          [low, high]).result  # fmt: skip
+    assert result is not None and result.status == rs.STEPS_EXHAUSTED
+    assert (result.holds_at, result.breaks_at) == (20, 200)
+    assert result.text.startswith(
+        "sustained 20/s total at p99 <= 50 ms (holds at 20, breaks at 200"
+    )
+
+
+def test_observation_from_a_window_fact():
+    window = {"p99_ms": 12.5, "lag": {"sustained": False, "reason": "rate not sustained: x"}}
+    obs = rs.observation(64, window, complete=True)
+    assert obs == rs.Observation(64, 12.5, False, True, "rate not sustained: x")
+    assert rs.observation(64, None, complete=False, reason="client1: failed") == (
+        rs.Observation(64, None, None, False, "client1: failed")
+    )
+    assert rs.observation(64, {"p99_ms": None, "lag": None}, complete=True).p99_ms is None
