@@ -1,0 +1,231 @@
+"""Latency under load as gather reads it (collector.latency): the window summary
+(run fact ``latency_window``), the lag reading (``schedule_lag``), each client's
+whole-run figures and the per-second series stored as samples, on run folders made
+of the real ``pgbench -R -l`` logs and reports captured on the lab
+(tests/data/txlog-rate/README.md says how each was made)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from collector import gather, latency
+from collector.parse import pgbench
+from collector.store import Store
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "txlog-rate"
+CLIENTS = ("client1", "client2")
+
+
+def txlog_run(
+    root: Path,
+    capture: str,
+    *,
+    rate: int,
+    limit_ms: int | None = None,
+    drive: str = "hdd7200",
+    rate_per: str = "host",
+    rep: int = 1,
+    clients: tuple[str, ...] = CLIENTS,
+) -> Path:
+    """A run folder as the pgbench playbook leaves it, holding one capture of
+    tests/data/txlog-rate: each client's report, exit code and both log thread files."""
+    params = {"clients_per_host": 4, "threads": 2, "duration": 8, "transactions": 0}
+    params["rate"] = rate
+    if limit_ms:
+        params["latency_limit"] = limit_ms
+    cell_id = f"{drive}-ext4-cluster-s5-h2-tpcb-r{rate}"
+    run_dir = root / "runs" / "latency" / cell_id / f"rep-{rep}"
+    run_dir.mkdir(parents=True)
+    doc = {
+        "scenario": "latency",
+        "cell_id": cell_id,
+        "cell": {
+            "drive": drive,
+            "workload": "tpcb",
+            "filesystem": "ext4",
+            "placement": "cluster",
+            "scale": 5,
+            "clients": len(clients),
+            "params": params,
+        },
+        "repetition": rep,
+        "db_host": "dbhost",
+        "client_hosts": list(clients),
+        "pgbench": {
+            **params,
+            "mode": "tpcb",
+            "log": "full",
+            "rate_per": rate_per,
+            "latency_limit": limit_ms or 0,
+            "progress": 1,
+        },
+    }
+    (run_dir / "run.json").write_text(json.dumps(doc), encoding="utf-8")
+    src = DATA / capture
+    for host in clients:
+        d = run_dir / host
+        d.mkdir()
+        (d / "stdout.txt").write_text((src / f"{host}.stdout").read_text())
+        (d / "stderr.txt").write_text("")
+        (d / "rc.txt").write_text("rc=0\n")
+        argv = (src / f"{host}.command").read_text().split()
+        logs = sorted(src.glob(f"{host}.[0-9]*"))
+        pid = int(logs[0].name.split(".")[1])
+        (d / "command.json").write_text(json.dumps({"argv": argv, "pid": pid}))
+        for p in logs:
+            (d / ("pgbench_log." + p.name.split(".", 1)[1])).write_bytes(p.read_bytes())
+    return run_dir
+
+
+def _printed(capture: str, host: str):
+    return pgbench.parse_report((DATA / capture / f"{host}.stdout").read_text(), host)
+
+
+def _rows(capture: str, host: str) -> list[list[str]]:
+    return [
+        line.split()
+        for p in sorted((DATA / capture).glob(f"{host}.[0-9]*"))
+        for line in p.read_text().splitlines()
+    ]
+
+
+#: capture -> (-R per host, -L ms, the rate was sustained)
+CAPTURES = {
+    "nvme-tablespace-r400": (400, None, True),
+    "nvme-tablespace-r400-L2": (400, 2, False),
+    "hdd7200-tablespace-r100": (100, None, True),
+    "hdd7200-cluster-r10": (10, None, True),
+    "hdd7200-cluster-r10-L200": (10, 200, True),
+    "hdd7200-cluster-r100": (100, None, False),
+    "hdd7200-cluster-r100-L50": (100, 50, False),
+}
+
+
+@pytest.mark.parametrize("capture", list(CAPTURES))
+def test_window_summary_of_a_real_rate_run(tmp_path, capture):
+    rate, limit, sustained = CAPTURES[capture]
+    g = gather.gather_run(txlog_run(tmp_path, capture, rate=rate, limit_ms=limit))
+    s = latency.window_summary(g)
+    assert s is not None
+    assert tuple(s) == latency.SUMMARY_KEYS
+    assert g.run.facts["latency_window"] == s
+    assert g.run.facts["schedule_lag"] == s["lag"]
+    # the report must say what was asked: -R per host, and in all over both hosts
+    assert (s["rate_per_host"], s["rate_total"], s["rate_per"]) == (rate, 2 * rate, "host")
+    assert s["latency_limit_ms"] == limit
+    assert s["p50_ms"] <= s["p95_ms"] <= s["p99_ms"] <= s["max_ms"]
+    # the window (every client running) is the run's tps window, in whole seconds
+    first, last = latency.window_seconds(g.stats().window)
+    assert s["seconds"] == last - first + 1 >= 5  # -T 6 or 8
+    # its p99 and counts are those of the rows that completed in those seconds
+    ok = [
+        int(r[2])
+        for h in CLIENTS
+        for r in _rows(capture, h)
+        if r[2].isdigit() and first <= int(r[4]) <= last
+    ]
+    exact = np.percentile(ok, 99, method="inverted_cdf") / 1e3
+    assert abs(s["p99_ms"] - exact) <= exact / 64
+    assert s["transactions"] == len(ok)
+    assert s["max_ms"] == max(ok) / 1e3
+    skipped = sum(
+        r[2] == "skipped" and first <= int(r[4]) <= last for h in CLIENTS for r in _rows(capture, h)
+    )
+    assert s["skipped"] == skipped
+    if limit is None:
+        assert s["late"] is None
+    else:
+        assert s["late"] == sum(v > limit * 1e3 for v in ok)
+    # the lag reading: what tests/data/txlog-rate/README.md says pgbench showed
+    assert s["lag"] is not None
+    assert s["lag"]["sustained"] is sustained, s["lag"]["reason"]
+
+
+def test_an_overloaded_drive_reads_as_not_sustained_by_the_growing_lag(tmp_path):
+    g = gather.gather_run(txlog_run(tmp_path, "hdd7200-cluster-r100", rate=100))
+    s = g.run.facts["latency_window"]
+    assert s["lag"]["lag_grows"]
+    assert s["lag"]["reason"].startswith("rate not sustained: schedule lag grew")
+    # 200/s asked of a drive that completes about 113/s: the latency is the queue's
+    assert s["p99_ms"] > 1000
+    assert s["tps"] < 0.6 * s["rate_total"]
+
+
+def test_late_and_skipped_per_client_agree_with_pgbench(tmp_path):
+    """pgbench -L: each client's log-derived skipped and late counts over its whole
+    run are the ones its report printed."""
+    capture = "hdd7200-cluster-r100-L50"
+    g = gather.gather_run(txlog_run(tmp_path, capture, rate=100, limit_ms=50))
+    per = g.run.facts["latency_clients"]
+    assert set(per) == set(CLIENTS)
+    for c in g.run.clients:
+        printed = _printed(capture, c.client)
+        assert per[c.client]["skipped"] == printed.skipped == c.skipped
+        assert per[c.client]["late"] == printed.above_latency_limit
+        assert c.report["above_latency_limit"] == printed.above_latency_limit
+        assert per[c.client]["transactions"] == printed.processed
+    assert g.run.facts["schedule_lag"]["skipped_ratio"] > 0.4
+
+
+def test_a_run_without_rate_still_has_its_window_percentiles(tmp_path):
+    """Without -R there is no lag and no rate; the window's percentiles remain."""
+    run_dir = txlog_run(tmp_path, "nvme-tablespace-r400", rate=0)
+    for host in CLIENTS:  # the lag column gone, as a run without -R writes its log
+        for p in (run_dir / host).glob("pgbench_log.*"):
+            p.write_text(
+                "".join(" ".join(r.split()[:6]) + "\n" for r in p.read_text().splitlines())
+            )
+    s = latency.window_summary(gather.gather_run(run_dir))
+    assert s is not None
+    assert s["rate_per_host"] is None and s["rate_total"] is None and s["lag"] is None
+    assert 0 < s["p50_ms"] <= s["p99_ms"]
+
+
+def test_a_client_without_a_log_gives_no_window_summary(tmp_path):
+    run_dir = txlog_run(tmp_path, "hdd7200-cluster-r10", rate=10)
+    for p in (run_dir / "client2").glob("pgbench_log.*"):
+        p.unlink()
+    g = gather.gather_run(run_dir)
+    assert latency.window_summary(g) is None
+    assert "latency_window" not in g.run.facts
+    assert set(g.run.facts["latency_clients"]) == {"client1"}
+
+
+def test_per_second_series_are_stored_per_client_and_over_all(tmp_path):
+    capture = "hdd7200-cluster-r100"
+    run_dir = txlog_run(tmp_path, capture, rate=100)
+    with Store.open(tmp_path / "results.db") as store:
+        gather.record_run_dir(store, run_dir)
+        sid = store.scenario("latency").id
+        stored = store.samples(sid, metric_prefix=latency.LATENCY_METRIC)
+        facts = {f.key: f.value for f in store.facts(sid) if f.scope == "run"}
+    assert facts["latency_window"]["rate_total"] == 200
+    assert facts["schedule_lag"]["sustained"] is False
+    by: dict[tuple[str, str], dict[float, float]] = {}
+    for s in stored:
+        assert s.unit == "seconds" and s.timestamp is not None
+        by.setdefault((s.labels.get("client", ""), s.labels["quantile"]), {})[s.timestamp] = s.value
+    assert {c for c, _ in by} == {"client1", "client2", ""}
+    assert {q for _, q in by} == {"0.5", "0.95", "0.99", "1"}
+    for client in ("client1", "client2", ""):
+        seconds = sorted(by[client, "0.5"])
+        assert len(seconds) >= 8
+        for t in seconds:
+            assert (
+                by[client, "0.5"][t] <= by[client, "0.95"][t] <= by[client, "0.99"][t]
+                <= by[client, "1"][t]
+            )  # fmt: skip
+    # each second's max over all clients is the larger of the two clients' maxima
+    for t, top in by["", "1"].items():
+        assert top == max(by["client1", "1"].get(t, 0), by["client2", "1"].get(t, 0))
+    # the overloaded run's latency climbs through it (the queue grows)
+    p99 = [by["", "0.99"][t] for t in sorted(by["", "0.99"])]
+    assert p99[-2] > 2 * p99[1]
+    # and the schedule lag is kept per second too
+    with Store.open(tmp_path / "results.db") as store:
+        lag = store.samples(sid, metric_prefix=latency.LAG_METRIC)
+    assert {s.labels.get("client", "") for s in lag} == {"client1", "client2", ""}
