@@ -52,6 +52,10 @@ DEFAULT_WITHIN_PCT = 10.0
 #: the highest total rate a search runs (the schema's -R bound per host is 10^7)
 MAX_RATE = 10_000_000
 
+#: the scenario fact (its key and scope) a search's result is stored as, one per search
+#: (the latest per searched cell counts: ``SearchResult.to_json()`` with the cell's names)
+FACT = "rate_search"
+
 #: how a search ended (``SearchResult.status``)
 CONVERGED = "converged"  # the bracket within within_pct, or not splittable further
 STEPS_EXHAUSTED = "steps exhausted"  # a bracket, wider than asked, after the most steps
@@ -94,9 +98,9 @@ class SearchSpec:
 
     def rate(self, value: float) -> int:
         """``value`` as a rate the hosts can run: the nearest whole multiple of
-        ``quantum``, within [lowest, highest]."""
+        ``quantum`` (halves up), within [lowest, highest]."""
         q = self.quantum
-        return min(max(round(value / q) * q, self.lowest), self.highest)
+        return min(max(math.floor(value / q + 0.5) * q, self.lowest), self.highest)
 
     @property
     def start(self) -> int:

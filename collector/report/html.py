@@ -17,7 +17,7 @@ from pathlib import Path
 import matplotlib as mpl
 from matplotlib.figure import Figure
 
-from collector import __version__, environment
+from collector import __version__, environment, ratesearch
 from collector.pretest import summarize
 from collector.records import RunStatus
 from collector.report import (
@@ -33,6 +33,7 @@ from collector.report.terminal import (
     checkpoint_lines,
     physics_lines,
     pretest_rows,
+    rate_searches,
     run_facts,
 )
 from collector.units import human_size
@@ -297,6 +298,38 @@ def _table(headers: list[str], rows: list[list[str]], num_from: int = 2) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
+def _search_section(view: ScenarioView) -> list[str]:
+    """Each searched cell's sustained rate with its bracket, and its steps in run order."""
+    found = rate_searches(view)
+    if not found:
+        return []
+    rows = [
+        [
+            str(d.get("drive")), str(d.get("test")), f"p99 <= {d.get('p99_ms'):g} ms",
+            "-" if d.get("sustained_rate") is None else f"{d['sustained_rate']}/s",
+            "-" if d.get("holds_at") is None else str(d["holds_at"]),
+            "-" if d.get("breaks_at") is None else str(d["breaks_at"]),
+            f"{len(d.get('steps') or [])} of {d.get('max_steps')}", str(d.get("status")),
+        ]
+        for d in found
+    ]  # fmt: skip
+    head = ["drive", "test", "target", "sustained (total)", "holds at", "breaks at"]
+    parts = ["<h3>Rate search</h3>", _table([*head, "steps", "how it ended"], rows)]
+    for d in found:
+        steps = [
+            [str(i), f"{s.get('rate')}/s", f"{s.get('rate_per_host', '-')}/s", fmt_ms(
+                None if s.get("p99_ms") is None else s["p99_ms"] / 1e3),
+             "holds" if s.get("holds") else "breaks", str(s.get("why"))]
+            for i, s in enumerate(d.get("steps") or [], start=1)
+        ]  # fmt: skip
+        line = f"{d.get('drive')} {d.get('test')}: {d.get('text')}"
+        parts.append(f"<p class=note>{html.escape(line)}</p>")
+        parts.append(
+            _table(["step", "total rate", "per host", "p99 ms", "verdict", "why"], steps, 1)
+        )
+    return parts
+
+
 def _database_table(view: ScenarioView) -> str:
     """Per cell, from its latest gathered run: WAL placement, DB memory, dataset size,
     init time, whether the IOPS caps were lifted for init, PostgreSQL version."""
@@ -469,6 +502,7 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
             for w in cv.warnings
         ]
         parts += [f"<p class=note>checkpoint: {html.escape(x)}</p>" for x in checkpoint_lines(view)]
+        parts += _search_section(view)
         database = _database_table(view)
         if database:
             parts.append("<h3>Database</h3>")
@@ -541,7 +575,9 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
         parts += _environment_section(view)
         # run facts are per run (the Database table shows them); device facts repeat per run
         env = dict.fromkeys(
-            (f.scope, f.host or "", f.key, str(f.value)) for f in view.facts if f.scope != "run"
+            (f.scope, f.host or "", f.key, str(f.value))
+            for f in view.facts
+            if f.scope not in ("run", ratesearch.FACT)  # a search has its own section
         )
         if env:
             parts.append("<h3>Environment and device facts</h3>")

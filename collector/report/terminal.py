@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from collector import physics
+from collector import physics, ratesearch
 from collector.physics import WARNING
 from collector.pretest import summarize
 from collector.records import RunStatus
@@ -262,6 +262,27 @@ def checkpoint_lines(view: ScenarioView) -> list[str]:
     return out
 
 
+def rate_searches(view: ScenarioView) -> list[dict]:
+    """The scenario's rate search results (the fact ``rate_search``), the latest per
+    searched cell, by drive (the scenario's order) and test."""
+    latest: dict[str, dict] = {}
+    for f in view.facts:
+        if f.scope == ratesearch.FACT and f.key == ratesearch.FACT and isinstance(f.value, dict):
+            latest[str(f.value.get("cell"))] = f.value
+    order = {d: i for i, d in enumerate(view.drives)}
+
+    def by(d: dict) -> tuple:
+        return order.get(d.get("drive"), 99), str(d.get("drive")), str(d.get("test"))
+
+    return sorted(latest.values(), key=by)
+
+
+def search_lines(view: ScenarioView) -> list[str]:
+    """One line per searched cell: ``hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8: sustained
+    64/s total at p99 <= 50 ms (holds at 64, breaks at 70; 6 steps)``."""
+    return [f"{d.get('drive')} {d.get('test')}: {d.get('text')}" for d in rate_searches(view)]
+
+
 def warnings(view: ScenarioView) -> list[str]:
     """One line per cell whose runs carry a database warning (fits in RAM)."""
     return [f"{label(view, cv)}: {w}" for cv in view.cells for w in cv.warnings]
@@ -281,6 +302,8 @@ def publish(views: list[ScenarioView], console: Console | None = None) -> None:
         pre = pretest_table(view)
         if pre is not None:
             console.print(pre)
+        for line in search_lines(view):
+            console.print(f"  [green]rate search[/green] {escape(line)}", highlight=False)
         for line in cache_lines(view):
             console.print(f"  [cyan]cache[/cyan] {escape(line)}", highlight=False)
         for line in checkpoint_lines(view):

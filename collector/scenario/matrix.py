@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.cell import Cell, PgbenchOptions
+from collector.ratesearch import SearchSpec
 from collector.scenario.inventory import client_hosts
 from collector.scenario.schema import (
     AdaptiveRepetitions,
@@ -45,6 +46,9 @@ class PlannedCell:
     total: int
     #: how many times a partial or failed repetition is run again in the same run
     retries: int = 1
+    #: ``workload.target``: the cell's rate is searched, one run per step (its
+    #: ``repetitions`` do not apply); None: the cell is run as it is
+    search: SearchSpec | None = None
 
     @property
     def cell_id(self) -> str:
@@ -76,6 +80,16 @@ def _pgbench(w: Workload) -> PgbenchOptions:
         rate=w.rate,
         log=w.log,
     )
+
+
+def search_spec(w: Workload, hosts: int) -> SearchSpec | None:
+    """The rate search of a cell with ``hosts`` client hosts (rates in whole multiples
+    of them), or None without ``workload.target``."""
+    t = w.target
+    if t is None:
+        return None
+    return SearchSpec(p99_ms=t.p99_ms, low=t.low, high=t.high, steps=t.steps,
+                      within_pct=t.within_pct, quantum=max(hosts, 1))  # fmt: skip
 
 
 def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
@@ -143,6 +157,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
             index=i,
             total=total,
             retries=s.retries,
+            search=search_spec(s.workload, len(cell.hosts)),
         )
         for i, (cell, request, wc, pre) in enumerate(rows, start=1)
     ]

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from collector import ratesearch
 from collector.paths import REPO
 from collector.scenario.wording import PathError, _key, _show
 
@@ -154,6 +155,25 @@ class RaidSet(Strict):
         return self
 
 
+class RateTarget(Strict):
+    """``workload.target``: search each cell's highest total rate (over all its client
+    hosts) whose p99 over the window where all clients ran stays at or under ``p99_ms``
+    (:mod:`collector.ratesearch`; ``low`` and ``high`` are totals, rounded to a whole
+    ``-R`` per host)."""
+
+    p99_ms: float = Field(gt=0, le=3_600_000)
+    low: int | None = Field(None, ge=1, le=ratesearch.MAX_RATE)
+    high: int | None = Field(None, ge=2, le=ratesearch.MAX_RATE)
+    steps: int = Field(ratesearch.DEFAULT_STEPS, ge=1, le=ratesearch.MAX_STEPS)
+    within_pct: float = Field(ratesearch.DEFAULT_WITHIN_PCT, ge=1, le=50)
+
+    @model_validator(mode="after")
+    def _order(self) -> RateTarget:
+        if self.low is not None and self.high is not None and self.high <= self.low:
+            raise ValueError(f"high ({self.high}) must be above low ({self.low})")
+        return self
+
+
 class Workload(Strict):
     scale: Annotated[
         list[Annotated[int, Field(ge=1, le=100_000)]],
@@ -170,6 +190,8 @@ class Workload(Strict):
     rate: int = Field(0, ge=0, le=10_000_000)
     log: Literal["full", "sampled", "aggregate", "none"] = "full"
     init_options: list[Argument] = Field(default_factory=list, max_length=32)
+    #: the rate search (docs/scenarios.md, "Searching the sustained rate")
+    target: RateTarget | None = None
 
     @field_validator("script")
     @classmethod
@@ -203,6 +225,29 @@ class Workload(Strict):
             raise ValueError("mode: custom needs script: (a pgbench script file)")
         if self.mode != "custom" and self.script:
             raise ValueError(f"script is only for mode: custom (mode is {self.mode})")
+        return self
+
+    @model_validator(mode="after")
+    def _searchable(self) -> Workload:
+        """A target searches the rate: no rate given beside it, a per-transaction log of
+        every transaction to read the p99 from, and steps of one length (-T)."""
+        if self.target is None:
+            return self
+        rates = self.rate if isinstance(self.rate, list) else [self.rate]
+        if any(rates):
+            raise PathError(
+                "target",
+                f"searches the rate itself: remove workload.rate ({_show(self.rate)});"
+                " target.low and target.high bound the search",
+            )
+        if self.log != "full":
+            raise PathError(
+                "target",
+                f"needs the per-transaction log of every transaction (log: full) to read"
+                f" the p99 from; log is {self.log}",
+            )
+        if self.duration is None:
+            raise PathError("target", "needs duration (-T): every step of the search runs as long")
         return self
 
 

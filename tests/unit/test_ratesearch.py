@@ -5,13 +5,22 @@ captured on the lab (tests/data/txlog-rate/README.md)."""
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from collector import ratesearch as rs
+from collector import scenario as sc
+from collector.errors import DrivelabError
 from collector.parse import pgbench, txlog
+from collector.records import RunRecord, RunStatus
+from collector.report import html as html_report
+from collector.report import load, terminal
+from collector.scenariorun import RunOptions, ScenarioRun
+from collector.store import Store
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "txlog-rate"
 
@@ -351,3 +360,189 @@ def test_observation_from_a_window_fact():
         rs.Observation(64, None, None, False, "client1: failed")
     )
     assert rs.observation(64, {"p99_ms": None, "lag": None}, complete=True).p99_ms is None
+
+
+# --------------------------------------------------------------------------- the scenario
+
+
+def _scenario(tmp_path: Path, workload: str, hosts: str = "[2]") -> Path:
+    path = tmp_path / "search.yml"
+    path.write_text(
+        "name: search-t\ndrives: [hdd7200, nvme]\nplacement: [cluster]\n"
+        f"workload: {workload}\nhosts: {hosts}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("workload", "expected"),
+    [
+        (
+            "{scale: 5, duration: 8, rate: 10, target: {p99_ms: 50}}",
+            "workload.target: searches the rate itself: remove workload.rate",
+        ),
+        (
+            "{scale: 5, duration: 8, log: aggregate, target: {p99_ms: 50}}",
+            "workload.target: needs the per-transaction log of every transaction (log: full)"
+            " to read the p99 from; log is aggregate",
+        ),
+        (
+            "{scale: 5, duration: 8, log: none, target: {p99_ms: 50}}",
+            "workload.target: needs the per-transaction log of every transaction (log: full)"
+            " to read the p99 from; log is none",
+        ),
+        (
+            "{scale: 5, transactions: 100, target: {p99_ms: 50}}",
+            "workload.target: needs duration (-T): every step of the search runs as long",
+        ),
+        (
+            "{scale: 5, duration: 8, target: {p99_ms: 50, low: 200, high: 100}}",
+            "workload.target: high (100) must be above low (200)",
+        ),
+        (
+            "{scale: 5, duration: 8, target: {p99_ms: 50, steps: 25}}",
+            "workload.target.steps: must be at most 24 (got 25)",
+        ),
+        ("{scale: 5, duration: 8, target: {p99_ms: 0}}", "workload.target.p99_ms: must be greater"),
+        ("{scale: 5, duration: 8, target: {p99: 50}}", "workload.target.p99_ms: required, missing"),
+    ],
+)
+def test_a_target_that_cannot_be_searched_is_one_line(tmp_path, workload, expected):
+    path = _scenario(tmp_path, workload)
+    with pytest.raises(DrivelabError) as info:
+        sc.load(path)
+    assert str(info.value).startswith(f"{path}: {expected}"), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+INVENTORY = sc.load_inventory(Path(__file__).resolve().parent.parent / "data" / "inventory")
+
+
+def test_the_plan_says_each_cell_is_searched_with_its_most_steps_and_time(tmp_path):
+    path = _scenario(tmp_path, "{scale: 5, duration: 8, target: {p99_ms: 50, low: 21, steps: 7}}",
+                     hosts="[1, 2]")  # fmt: skip
+    s = sc.load(path)
+    cells = sc.expand(s, INVENTORY)
+    assert [c.search.quantum for c in cells if c.search] == [1, 2, 1, 2]
+    assert all(c.search == rs.SearchSpec(p99_ms=50, low=21, steps=7, quantum=c.search.quantum)
+               for c in cells if c.search)  # fmt: skip
+    assert cells[1].search.start == 22  # 21 in all, a whole -R per host: 11 each
+    # each step one run of -T 8 plus the per-run overhead, the database once
+    assert sc.estimate_seconds(cells[0]) == 7 * (8 + sc.OVERHEAD_PER_REPETITION) + sc.init_seconds(
+        cells[0]
+    )
+    text = sc.plan_text(s, cells)
+    assert "4 cells x a rate search of at most 7 steps" in text
+    assert "rate search per cell: the highest total rate with p99 <= 50 ms over" in text
+    assert "at most 7 steps of one run each (repetitions do not apply)" in text
+    assert "at most 3 min 51 s per cell" in text  # 7 x (8 + 25) s
+    assert text.splitlines()[-1].startswith("estimated duration: at most ")
+    assert all(len(line) <= 80 for line in text.splitlines())
+    rows = [line for line in text.splitlines() if "-tpcb" in line]
+    assert len(rows) == 4 and all(" <=7 " in r for r in rows)
+    # without a target: nothing of it
+    plain = sc.load(_scenario(tmp_path, "{scale: 5, duration: 8}"))
+    plain_cells = sc.expand(plain, INVENTORY)
+    assert all(c.search is None for c in plain_cells)
+    assert "rate search" not in sc.plan_text(plain, plain_cells)
+
+
+# --------------------------------------------------------------------------- the runner loop
+
+
+class Killed(Exception):
+    """Stands for the SIGKILL of a search mid-way."""
+
+
+class ModelRun(ScenarioRun):
+    """A scenario run whose steps are stored as the real path stores them (a gathered
+    run's status and its ``latency_window`` fact, in a real store) but whose p99 comes
+    from a model drive instead of the playbooks (the lab test runs the real ones).
+    ``kill_after``: raise :class:`Killed` once that many steps were stored."""
+
+    def __init__(self, *args, capacity: float, kill_after: int | None = None, **kw):
+        super().__init__(*args, **kw)
+        self.observe = model(capacity)
+        self.kill_after = kill_after
+        self.ran: list[tuple[str, int]] = []
+
+    def prepare_or_skip(self, planned, head) -> bool:
+        return True
+
+    def run_one(self, planned, rep, head, tps, attempt=1, last=True) -> bool:  # noqa: PLR0917
+        if self.kill_after is not None and len(self.ran) >= self.kill_after:
+            raise Killed
+        cell = planned.cell
+        total = cell.pgbench.rate * len(cell.hosts)
+        self.ran.append((cell.cell_id, total))
+        obs = self.observe(total)
+        window = {"p99_ms": obs.p99_ms, "rate_total": total,
+                  "lag": {"sustained": obs.sustained, "reason": obs.reason or "sustained"}}  # fmt: skip
+        run = RunRecord(repetition=rep, status=RunStatus.COMPLETE, attempt=attempt,
+                        facts={"latency_window": window})  # fmt: skip
+        with Store.open(self.opts.db) as store:
+            sid = store.add_scenario(cell.scenario)
+            store.record_run(store.add_cell(sid, cell.spec), run)
+        self.progress.done += 1
+        return True
+
+
+def _search_run(tmp_path, **kw) -> ModelRun:
+    tmp_path.mkdir(exist_ok=True)
+    path = _scenario(tmp_path, "{scale: 5, duration: 8, target: {p99_ms: 50, low: 20, high: 200}}")
+    s = sc.load(path)
+    cells = [c for c in sc.expand(s, INVENTORY) if c.cell.drive == "hdd7200"]
+    opts = RunOptions(inventory=tmp_path / "hosts.yml", db=tmp_path / "drivelab.db")
+    return ModelRun(s, cells, INVENTORY, opts, Console(file=io.StringIO(), width=200), **kw)
+
+
+def test_each_step_is_its_own_cell_and_a_killed_search_resumes_where_it_stopped(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
+    # the whole search at once, for reference
+    whole = _search_run(tmp_path / "a", capacity=150)
+    whole.run_cell(whole.cells[0])
+    rates = [r for _, r in whole.ran]
+    assert rates[:3] == [20, 200, 64]  # low, high, then their geometric mean
+    assert len({cid for cid, _ in whole.ran}) == len(rates)  # a cell per step
+    assert whole.ran[2][0] == "hdd7200-ext4-cluster-s5-h2-tpcb-r32"  # -R 32 per host
+    # killed after 3 steps, started again: the stored steps are read back, not run again
+    first = _search_run(tmp_path / "b", capacity=150, kill_after=3)
+    with pytest.raises(Killed):
+        first.run_cell(first.cells[0])
+    again = _search_run(tmp_path / "b", capacity=150)
+    again.run_cell(again.cells[0])
+    assert [r for _, r in first.ran] + [r for _, r in again.ran] == rates
+    out = again.console.file.getvalue()
+    assert "3 steps of the search stored, going on" in out
+    # the result, stored once as the fact rate_search, is what the report prints
+    with Store.open(tmp_path / "b" / "drivelab.db", create=False) as store:
+        view = load(store, "search-t")
+        facts = [f for f in store.facts(store.scenario("search-t").id) if f.scope == rs.FACT]
+    assert len(facts) == 1
+    doc = facts[0].value
+    true = capacity_at(50, 150)  # the model's edge: 135/s
+    assert doc["holds_at"] <= true < doc["breaks_at"]
+    assert doc["status"] == rs.CONVERGED and doc["cell"] == again.cells[0].cell.spec.key
+    assert [s["rate"] for s in doc["steps"]] == rates
+    assert doc["steps"][2]["cell"].startswith("hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8 R32")
+    line = (
+        f"hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8: sustained {doc['holds_at']}/s total at"
+        f" p99 <= 50 ms (holds at {doc['holds_at']}, breaks at {doc['breaks_at']};"
+        f" {len(rates)} steps)"
+    )
+    assert terminal.search_lines(view) == [line]
+    assert f"[{again.cells[0].index}/{again.cells[0].total}] {again.cells[0].cell_id}: " + line[
+        len("hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8: ") :
+    ] in out
+    page = html_report.render([view])
+    assert "<h3>Rate search</h3>" in page and f"{doc['holds_at']}/s" in page
+    # started once more: nothing runs, the result is not stored twice
+    third = _search_run(tmp_path / "b", capacity=150)
+    third.run_cell(third.cells[0])
+    assert third.ran == []
+    with Store.open(tmp_path / "b" / "drivelab.db", create=False) as store:
+        sid = store.scenario("search-t").id
+        assert len([f for f in store.facts(sid) if f.scope == rs.FACT]) == 1
