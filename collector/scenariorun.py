@@ -482,9 +482,10 @@ class ScenarioRun:
 
 def step_cell(cell: Cell, total: int) -> Cell:
     """The cell of one step of a rate search: ``cell`` at ``total`` transactions/s over
-    its client hosts, each running ``-R total/hosts`` (its own cell, named ``-r<per host>``)."""
+    its client hosts, each running ``-R total/hosts`` (its own cell, named ``-r<per host>``,
+    as a ``rate_per: total`` sweep names it)."""
     hosts = len(cell.hosts) or 1
-    return replace(cell, pgbench=replace(cell.pgbench, rate=total // hosts))
+    return replace(cell, pgbench=replace(cell.pgbench, rate=total // hosts, rate_per="total"))
 
 
 class CellSearch:

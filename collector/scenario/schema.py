@@ -187,7 +187,19 @@ class Workload(Strict):
     transactions: int | None = Field(None, gt=0, le=1_000_000_000)
     mode: Literal["tpcb", "select-only", "simple-update", "custom"] = "tpcb"
     script: str | None = None
-    rate: int = Field(0, ge=0, le=10_000_000)
+    #: pgbench -R (transactions/s), 0: unthrottled; a list is an axis (one cell per value)
+    rate: Annotated[
+        list[Annotated[int, Field(ge=0, le=10_000_000)]],
+        BeforeValidator(_scalar_to_list),
+        AfterValidator(_unique()),
+        Field(min_length=1, max_length=32),
+    ] = Field(default_factory=lambda: [0])
+    #: host: each rate is every client host's -R (pgbench's own meaning); total: the
+    #: rate of all the cell's client hosts together, split evenly over them
+    rate_per: Literal["host", "total"] = "host"
+    #: pgbench -L in ms: transactions slower are counted late (and with -R skipped when
+    #: already later than it at their turn)
+    latency_limit: int | None = Field(None, ge=1, le=3_600_000)
     log: Literal["full", "sampled", "aggregate", "none"] = "full"
     init_options: list[Argument] = Field(default_factory=list, max_length=32)
     #: the rate search (docs/scenarios.md, "Searching the sustained rate")
@@ -478,6 +490,21 @@ class Scenario(Strict):
         if self.baseline is not None and self.baseline not in singles | names:
             have = ", ".join([*self.drives, *(r.name for r in self.raid)])
             raise ValueError(f"baseline: {self.baseline!r} is not one of the drives (have: {have})")
+        return self
+
+    @model_validator(mode="after")
+    def _rate_split(self) -> Scenario:
+        """``rate_per: total``: every total rate splits into a whole ``-R`` of at least 1
+        per client host for every host count (no rounding: the rate run is the one asked)."""
+        if self.workload.rate_per != "total":
+            return self
+        for i, rate in enumerate(self.workload.rate):
+            for count in self.hosts:
+                if rate and rate % count:
+                    raise ValueError(
+                        f"workload.rate[{i}]: a total of {rate} does not split evenly over "
+                        f"{count} client hosts (rate_per: total; give a multiple of {count})"
+                    )
         return self
 
     def units(self) -> list[tuple[str, RaidSet | None]]:

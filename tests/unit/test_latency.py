@@ -229,3 +229,92 @@ def test_per_second_series_are_stored_per_client_and_over_all(tmp_path):
     with Store.open(tmp_path / "results.db") as store:
         lag = store.samples(sid, metric_prefix=latency.LAG_METRIC)
     assert {s.labels.get("client", "") for s in lag} == {"client1", "client2", ""}
+
+
+# --- the scenario: workload.rate as an axis, rate_per, latency_limit --------------------------
+
+
+def _scenario(tmp_path: Path, **workload) -> Path:
+    import yaml  # noqa: PLC0415
+
+    doc = {
+        "name": "t",
+        "drives": ["nvme", "hdd7200"],
+        "placement": ["cluster"],
+        "workload": {"scale": [5], "duration": 8, **workload},
+        "hosts": [2],
+        "repetitions": 1,
+    }
+    path = tmp_path / "x.yml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _cells(path: Path):
+    from collector import scenario as sc  # noqa: PLC0415
+    from collector.paths import REPO  # noqa: PLC0415
+
+    return sc.expand(sc.load(path), sc.load_inventory(REPO / "tests" / "data" / "inventory"))
+
+
+def test_a_rate_list_is_an_axis_in_the_file_order(tmp_path):
+    cells = _cells(_scenario(tmp_path, rate=[200, 50, 100]))
+    rates = [(c.cell.drive, c.cell.pgbench.rate) for c in cells]
+    assert rates == [(d, r) for d in ("nvme", "hdd7200") for r in (200, 50, 100)]
+    first = cells[0].cell
+    assert first.cell_id == "nvme-ext4-cluster-s5-h2-tpcb-r200"
+    assert first.spec.test == "tpcb ext4 cluster s5 2cl c4 j2 T8 R200"
+    assert first.pgbench.extra_vars()["pgbench_run_rate"] == 200
+    assert first.pgbench.for_run_json()["rate_per"] == "host"
+
+
+def test_a_total_rate_is_split_over_the_cells_client_hosts(tmp_path):
+    cells = _cells(_scenario(tmp_path, rate=[100, 300], rate_per="total"))
+    assert [c.cell.pgbench.rate for c in cells[:2]] == [50, 150]
+    assert cells[1].cell.spec.params["rate"] == 150  # the cell keeps the -R pgbench ran
+    assert cells[1].cell.pgbench.for_run_json()["rate_per"] == "total"
+
+
+@pytest.mark.parametrize(
+    ("workload", "line"),
+    [
+        (
+            {"rate": [100, 25], "rate_per": "total"},
+            "x.yml: workload.rate[1]: a total of 25 does not split evenly over 2 client hosts"
+            " (rate_per: total; give a multiple of 2)",
+        ),
+        ({"rate": [100, 100]}, "x.yml: workload.rate: 100 listed twice"),
+        ({"rate": "100"}, "x.yml: workload.rate: must be a list (got '100')"),
+        (
+            {"rate_per": "client"},
+            "x.yml: workload.rate_per: must be one of 'host' or 'total' (got 'client')",
+        ),
+        ({"latency_limit": 0}, "x.yml: workload.latency_limit: must be at least 1 (got 0)"),
+    ],
+    ids=["total not split", "rate twice", "rate a string", "rate_per unknown", "limit 0"],
+)
+def test_bad_rates_are_one_line_with_the_yaml_path(tmp_path, workload, line):
+    from collector import scenario as sc  # noqa: PLC0415
+    from collector.errors import DrivelabError  # noqa: PLC0415
+
+    path = _scenario(tmp_path, **workload)
+    with pytest.raises(DrivelabError) as err:
+        sc.load(path)
+    assert str(err.value) == f"{path.parent}/{line}"
+
+
+def test_latency_limit_goes_to_pgbench_and_into_the_cells_label(tmp_path):
+    cells = _cells(_scenario(tmp_path, rate=[100], latency_limit=50))
+    c = cells[0].cell
+    assert c.pgbench.extra_vars()["pgbench_run_latency_limit"] == 50
+    assert c.spec.test.endswith("R100 L50")
+    assert c.pgbench.for_run_json()["latency_limit"] == 50
+
+
+def test_cells_without_a_rate_keep_their_names(tmp_path):
+    cells = _cells(_scenario(tmp_path))
+    c = cells[0].cell
+    assert c.cell_id == "nvme-ext4-cluster-s5-h2-tpcb"
+    assert c.spec.key == "nvme tpcb ext4 cluster s5 2cl c4 j2 T8"
+    assert "latency_limit" not in c.spec.params
+    assert c.pgbench.extra_vars()["pgbench_run_latency_limit"] == 0

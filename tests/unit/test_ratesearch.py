@@ -379,8 +379,13 @@ def _scenario(tmp_path: Path, workload: str, hosts: str = "[2]") -> Path:
     ("workload", "expected"),
     [
         (
+            "{scale: 5, duration: 8, rate: [10, 20], target: {p99_ms: 50}}",
+            "workload.target: searches the rate itself: remove workload.rate ([10, 20]);"
+            " target.low and target.high bound the search",
+        ),
+        (
             "{scale: 5, duration: 8, rate: 10, target: {p99_ms: 50}}",
-            "workload.target: searches the rate itself: remove workload.rate",
+            "workload.target: searches the rate itself: remove workload.rate ([10])",
         ),
         (
             "{scale: 5, duration: 8, log: aggregate, target: {p99_ms: 50}}",
@@ -534,9 +539,11 @@ def test_each_step_is_its_own_cell_and_a_killed_search_resumes_where_it_stopped(
         f" {len(rates)} steps)"
     )
     assert terminal.search_lines(view) == [line]
-    assert f"[{again.cells[0].index}/{again.cells[0].total}] {again.cells[0].cell_id}: " + line[
-        len("hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8: ") :
-    ] in out
+    assert (
+        f"[{again.cells[0].index}/{again.cells[0].total}] {again.cells[0].cell_id}: "
+        + line[len("hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8: ") :]
+        in out
+    )
     page = html_report.render([view])
     assert "<h3>Rate search</h3>" in page and f"{doc['holds_at']}/s" in page
     # started once more: nothing runs, the result is not stored twice
