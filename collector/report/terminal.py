@@ -303,7 +303,8 @@ def publish(views: list[ScenarioView], console: Console | None = None) -> None:
         if pre is not None:
             console.print(pre)
         for line in search_lines(view):
-            console.print(f"  [green]rate search[/green] {escape(line)}", highlight=False)
+            console.print(f"  [green]rate search[/green] {escape(line)}", highlight=False,
+                          soft_wrap=True)  # fmt: skip
         for line in cache_lines(view):
             console.print(f"  [cyan]cache[/cyan] {escape(line)}", highlight=False)
         for line in checkpoint_lines(view):

@@ -3,11 +3,14 @@ killed with SIGKILL after its first stored run and started again finishes with
 exactly the expected runs in the store; adaptive repetitions stop within their bounds;
 a scenario's PostgreSQL setting the server does not know is refused in seconds with
 nothing changed, and two sets of settings (wal_sync_method) are two stored cells that
-`drivelab compare` tells apart by that setting."""
+`drivelab compare` tells apart by that setting; the rate search on hdd7200 finds a
+sustained rate inside its bracket, and a real run at 1.5 times it breaks the target."""
 
 from __future__ import annotations
 
+import html
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -233,6 +236,93 @@ def test_two_sets_of_settings_are_two_stored_cells_with_their_applied_setting(la
         [" postgresql.settings.wal_sync_method ", " fdatasync ", " open_datasync "]
     ], cmp.stdout
     assert cmp.stdout.index(settings[0]) < cmp.stdout.index("baseline wal-sync: pg fdatasync")
+
+
+SEARCH = """\
+    ---
+    name: rate-search
+    drives: [hdd7200]
+    placement: [cluster]
+    workload:
+      scale: [5]
+      duration: 8
+      target: {p99_ms: 100, low: 20, high: 160, steps: 6, within_pct: 25}
+    hosts: [2]
+"""
+
+
+def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_breaks(
+    lab2, tmp_path, monkeypatch
+):
+    """hdd7200 (120 IOPS) with its WAL on the drive (placement cluster): 20/s in all holds
+    at p99 well under 100 ms, 200/s does not (tests/data/txlog-rate: p99 36 ms and 3.6 s).
+    The search brackets the edge to within 25 % in at most 6 steps of -T 8; then a real
+    run at 1.5 times the sustained rate, on the same database, breaks the target."""
+    from collector import ratesearch as rs  # noqa: PLC0415
+    from collector import runner  # noqa: PLC0415
+    from collector import scenario as sc  # noqa: PLC0415
+    from collector.gather import gather_run  # noqa: PLC0415
+    from collector.scenariorun import step_cell  # noqa: PLC0415
+
+    scenario = tmp_path / "rate-search.yml"
+    scenario.write_text(textwrap.dedent(SEARCH))
+    results = tmp_path / "results"
+    env = dict(os.environ, DRIVELAB_RESULTS=str(results), COLUMNS="200")
+    started = time.monotonic()
+    proc = drivelab_run(scenario, env)
+    out, _ = proc.communicate(timeout=1200)
+    searched_s = time.monotonic() - started
+    assert proc.returncode == 0, out[-3000:]
+    con = sqlite3.connect(results / "drivelab.db")
+    try:
+        (doc,) = [json.loads(v) for (v,) in con.execute(
+            "SELECT value_json FROM facts WHERE scope = 'rate_search'")]  # fmt: skip
+        windows = dict(con.execute(
+            """SELECT c.key, f.value_json FROM cells c JOIN runs r ON r.cell_id = c.id
+               JOIN facts f ON f.run_id = r.id AND f.key = 'latency_window'"""
+        ).fetchall())  # fmt: skip
+    finally:
+        con.close()
+    steps = doc["steps"]
+    print(f"rate search: {doc['text']} in {searched_s:.0f} s;"
+          f" steps {[(s['rate'], round(s['p99_ms'] or -1, 1), s['holds']) for s in steps]}")  # fmt: skip
+    assert doc["status"] == rs.CONVERGED, doc["text"]
+    assert 2 <= len(steps) <= 6
+    held, broke = doc["holds_at"], doc["breaks_at"]
+    assert held is not None and broke is not None and held < broke
+    assert held >= broke * 0.75  # within 25 %
+    # inside its bracket: the rate reported held (p99 under the target, sustained), the
+    # bracket's top broke, each as stored with its own run
+    by_rate = {s["rate"]: s for s in steps}
+    assert by_rate[held]["holds"] and by_rate[held]["p99_ms"] <= 100
+    assert not by_rate[broke]["holds"]
+    assert len(windows) == len(steps)  # one stored run, and cell, per step
+    assert sorted(p.name for p in (results / "runs" / "rate-search").iterdir()) == sorted(
+        ["hdd7200-ext4-cluster-s5-h2-tpcb"]
+        + [f"hdd7200-ext4-cluster-s5-h2-tpcb-r{s['rate'] // 2}" for s in steps]
+    )
+    # the report says it, per drive and cell
+    assert f"rate search hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8: {doc['text']}" in out
+    page = (results / "rate-search.html").read_text()
+    assert "<h3>Rate search</h3>" in page and html.escape(doc["text"]) in page
+
+    # a real run at 1.5 times the sustained rate (a whole -R per host, rounded up)
+    monkeypatch.setenv("DRIVELAB_RESULTS", str(results))
+    inventory = REPO / "inventory" / "local" / "hosts.yml"
+    planned = sc.expand(sc.load(scenario), sc.load_inventory(inventory))[0]
+    over = 2 * math.ceil(held * 1.5 / 2)
+    cell = step_cell(planned.cell, over)
+    run_dir = runner.run_pgbench(cell, 0, client_hosts=list(cell.hosts), db_host="dbhost",
+                                 inventory=inventory)  # fmt: skip
+    gathered = gather_run(run_dir)
+    window = gathered.run.facts.get("latency_window")
+    complete = gathered.run.status.value == "complete"
+    obs = rs.observation(over, window, complete=complete, reason=gathered.run.reason)
+    holds, why = obs.verdict(100)
+    print(f"1.5 x {held} = {over}/s total: {why}")
+    assert complete, gathered.run.reason
+    assert not holds, why
+    assert obs.p99_ms is not None and obs.p99_ms > 100, why
 
 
 def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path, monkeypatch):
