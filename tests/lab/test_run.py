@@ -246,7 +246,7 @@ SEARCH = """\
     workload:
       scale: [5]
       duration: 8
-      target: {p99_ms: 100, low: 20, high: 160, steps: 6, within_pct: 25}
+      target: {p99_ms: 200, low: 20, high: 160, steps: 6, within_pct: 25}
     hosts: [2]
 """
 
@@ -255,9 +255,11 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     lab2, tmp_path, monkeypatch
 ):
     """hdd7200 (120 IOPS) with its WAL on the drive (placement cluster): 20/s in all holds
-    at p99 well under 100 ms, 200/s does not (tests/data/txlog-rate: p99 36 ms and 3.6 s).
-    The search brackets the edge to within 25 % in at most 6 steps of -T 8; then a real
-    run at 1.5 times the sustained rate, on the same database, breaks the target."""
+    at p99 well under 200 ms, 200/s does not (tests/data/txlog-rate: p99 36 to 61 ms, and
+    3.6 s with the lag growing), so 200 ms tells them apart with room for the fsync
+    outliers of a short run. The search brackets the edge to within 25 % in at most 6
+    steps of -T 8; then a real run at 1.5 times the sustained rate, on the same
+    database, breaks the target."""
     from collector import ratesearch as rs  # noqa: PLC0415
     from collector import runner  # noqa: PLC0415
     from collector import scenario as sc  # noqa: PLC0415
@@ -294,7 +296,7 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     # inside its bracket: the rate reported held (p99 under the target, sustained), the
     # bracket's top broke, each as stored with its own run
     by_rate = {s["rate"]: s for s in steps}
-    assert by_rate[held]["holds"] and by_rate[held]["p99_ms"] <= 100
+    assert by_rate[held]["holds"] and by_rate[held]["p99_ms"] <= 200
     assert not by_rate[broke]["holds"]
     assert len(windows) == len(steps)  # one stored run, and cell, per step
     assert sorted(p.name for p in (results / "runs" / "rate-search").iterdir()) == sorted(
@@ -319,11 +321,11 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     window = gathered.run.facts.get("latency_window")
     complete = gathered.run.status.value == "complete"
     obs = rs.observation(over, window, complete=complete, reason=gathered.run.reason)
-    holds, why = obs.verdict(100)
+    holds, why = obs.verdict(200)
     print(f"1.5 x {held} = {over}/s total: {why}")
     assert complete, gathered.run.reason
     assert not holds, why
-    assert obs.p99_ms is not None and obs.p99_ms > 100, why
+    assert obs.p99_ms is not None and obs.p99_ms > 200, why
 
 
 def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path, monkeypatch):
