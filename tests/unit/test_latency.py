@@ -26,18 +26,20 @@ def txlog_run(
     *,
     rate: int,
     limit_ms: int | None = None,
-    drive: str = "hdd7200",
     rate_per: str = "host",
     rep: int = 1,
     clients: tuple[str, ...] = CLIENTS,
 ) -> Path:
     """A run folder as the pgbench playbook leaves it, holding one capture of
-    tests/data/txlog-rate: each client's report, exit code and both log thread files."""
-    params = {"clients_per_host": 4, "threads": 2, "duration": 8, "transactions": 0}
+    tests/data/txlog-rate (named <drive>-<placement>-...): each client's report, exit
+    code and both log thread files."""
+    drive, placement = capture.split("-")[:2]
+    duration = 6 if drive == "nvme" else 8
+    params = {"clients_per_host": 4, "threads": 2, "duration": duration, "transactions": 0}
     params["rate"] = rate
     if limit_ms:
         params["latency_limit"] = limit_ms
-    cell_id = f"{drive}-ext4-cluster-s5-h2-tpcb-r{rate}"
+    cell_id = f"{drive}-ext4-{placement}-s5-h2-tpcb-r{rate}"
     run_dir = root / "runs" / "latency" / cell_id / f"rep-{rep}"
     run_dir.mkdir(parents=True)
     doc = {
@@ -47,7 +49,7 @@ def txlog_run(
             "drive": drive,
             "workload": "tpcb",
             "filesystem": "ext4",
-            "placement": "cluster",
+            "placement": placement,
             "scale": 5,
             "clients": len(clients),
             "params": params,
@@ -318,3 +320,157 @@ def test_cells_without_a_rate_keep_their_names(tmp_path):
     assert c.spec.key == "nvme tpcb ext4 cluster s5 2cl c4 j2 T8"
     assert "latency_limit" not in c.spec.params
     assert c.pgbench.extra_vars()["pgbench_run_latency_limit"] == 0
+
+
+# --- the reports: latency against throughput ------------------------------------------------
+
+#: a sweep of the lab's captures: capture -> -R per host (stored out of rate order)
+SWEEP = {
+    "hdd7200-cluster-r100": 100,
+    "hdd7200-cluster-r10": 10,
+    "hdd7200-tablespace-r100": 100,
+    "nvme-tablespace-r400": 400,
+}
+CLUSTER = "hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8"
+
+
+@pytest.fixture
+def sweep_db(tmp_path):
+    db = tmp_path / "results.db"
+    with Store.open(db) as store:
+        for capture, rate in SWEEP.items():
+            gather.record_run_dir(store, txlog_run(tmp_path, capture, rate=rate))
+    return db
+
+
+def _report(db: Path, monkeypatch, capsys, *args: str) -> list[str]:
+    from collector import cli  # noqa: PLC0415
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("TERM", raising=False)
+    assert cli.main(["report", "--db", str(db), *args]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def _latency_rows(lines: list[str], title: str) -> list[list[str]]:
+    """The rows of the latency table titled ``title``: between its header's rule and
+    its caption."""
+    lines = [line.rstrip() for line in lines]
+    at = lines.index(f"{title}: latency under load")
+    assert lines[at + 1].split()[:2] == ["rate/s", "tps"], lines[at + 1]
+    end = next(i for i in range(at + 3, len(lines)) if lines[i].startswith("rate/s: "))
+    return [line.split() for line in lines[at + 3 : end]]
+
+
+def test_terminal_latency_table_is_ordered_by_rate_and_fits_80_columns(
+    sweep_db, monkeypatch, capsys
+):
+    lines = _report(sweep_db, monkeypatch, capsys)
+    assert all(len(line.rstrip()) <= 80 for line in lines), max(lines, key=len)
+    rows = _latency_rows(lines, CLUSTER)
+    # one line per rate step, ordered by the total rate (stored 200 first, then 20)
+    assert [r[0] for r in rows] == ["20", "200"], rows
+    low, high = rows
+    assert low[-1] == "yes" and " ".join(high[7:]) == "not sustained"
+    # tps achieved, p50/p95/p99 ms: the runs' figures over the window
+    assert float(low[1]) == pytest.approx(19.8, abs=0.2)
+    assert float(high[4].replace(",", "")) > 1000 > float(low[4])
+    assert high[5:7] == ["-", "0"]  # no -L: no late count; nothing skipped
+    caption = " ".join(lines[lines.index(next(x for x in lines if x.startswith("rate/s: "))) :])
+    assert "all 2 client hosts together (-R per host x 2, given per host)" in " ".join(
+        caption.split()
+    )
+    said = " ".join(" ".join(lines).split())
+    assert f"lag {CLUSTER} R100: rate not sustained: schedule lag grew" in said
+
+
+def test_a_total_rate_is_said_so(tmp_path, monkeypatch, capsys):
+    db = tmp_path / "results.db"
+    with Store.open(db) as store:
+        for capture, rate in (("hdd7200-cluster-r10", 10), ("hdd7200-cluster-r100", 100)):
+            run_dir = txlog_run(tmp_path, capture, rate=rate, rate_per="total")
+            gather.record_run_dir(store, run_dir)
+    lines = _report(db, monkeypatch, capsys)
+    said = " ".join(" ".join(lines).split())
+    assert "(-R per host x 2, given total)" in said
+    assert [r[0] for r in _latency_rows(lines, CLUSTER)] == ["20", "200"]
+
+
+def test_latency_limit_steps_show_late_and_skipped(tmp_path, monkeypatch, capsys):
+    db = tmp_path / "results.db"
+    with Store.open(db) as store:
+        for capture, rate in (("hdd7200-cluster-r10-L200", 10), ("hdd7200-cluster-r100-L50", 100)):
+            limit = int(capture.rsplit("L", 1)[1])
+            run_dir = txlog_run(tmp_path, capture, rate=rate, limit_ms=limit)
+            gather.record_run_dir(store, run_dir)
+    lines = _report(db, monkeypatch, capsys)
+    (row,) = _latency_rows(lines, f"{CLUSTER} L50")
+    window = None
+    with Store.open(db) as store:
+        sid = store.scenario("latency").id
+        window = next(
+            f.value
+            for f in store.facts(sid)
+            if f.key == "latency_window" and f.value["latency_limit_ms"] == 50
+        )
+    assert row[5:7] == [f"{window['late']:,}", f"{window['skipped']:,}"]
+    assert int(row[6].replace(",", "")) > 500  # 45 % of the schedule skipped
+    assert " ".join(row[7:]) == "not sustained"
+    said = " ".join(" ".join(lines).split())
+    assert "rate not sustained within the latency limit" in said
+
+
+def test_csv_and_json_carry_the_rate_steps_and_the_series(sweep_db, tmp_path, monkeypatch, capsys):
+    import csv  # noqa: PLC0415
+
+    _report(sweep_db, monkeypatch, capsys, "--csv", str(tmp_path / "csv"), "--json",
+            str(tmp_path / "r.json"))  # fmt: skip
+    with (tmp_path / "csv" / "latency_steps.csv").open(encoding="utf-8") as fh:
+        steps = list(csv.DictReader(fh))
+    cluster = [s for s in steps if s["group"] == CLUSTER.removeprefix("hdd7200 ")]
+    assert [s["rate_total"] for s in cluster] == ["20", "200"]
+    assert [s["rate_sustained"] for s in cluster] == ["True", "False"]
+    assert float(cluster[1]["p99_ms"]) > 1000
+    doc = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    series = doc["latency_series"]
+    assert {r["quantile"] for r in series if r["metric"] == latency.LATENCY_METRIC} == {
+        "0.5", "0.95", "0.99", "1",
+    }  # fmt: skip
+    assert {r["client"] for r in series} == {"", "client1", "client2"}
+    assert len(doc["latency_steps"]) == 4
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="/usr/bin/chromium is absent (make setup installs it)"
+)
+def test_latency_against_throughput_plot_renders_in_headless_chromium(sweep_db, tmp_path):
+    """The report's latency-vs-throughput plot as Chromium draws it, offline: alone on a
+    page it is not blank and its p50, p95 and p99 lines are drawn in their colours, with
+    the ring of the step whose rate was not held; the whole report renders too."""
+    from collector.report import html, load  # noqa: PLC0415
+    from tests.unit.test_report import _screenshot  # noqa: PLC0415
+
+    with Store.open(sweep_db) as store:
+        view = load(store, "latency")
+    plots = dict(html.plot_latency_throughput(view))
+    assert set(plots) == {
+        CLUSTER, "hdd7200 tpcb ext4 tablespace s5 2cl c4 j2 T8", "nvme tpcb ext4 tablespace s5 2cl c4 j2 T6"
+    }  # fmt: skip
+    page = tmp_path / "plot.html"
+    page.write_text(f"<!DOCTYPE html><html><body>{plots[CLUSTER]}</body></html>", encoding="utf-8")
+    pixels = _screenshot(page, tmp_path / "plot.png", height=900)
+    non_white = (pixels < 0.9).any(axis=-1).mean()
+    assert non_white > 0.01, f"only {non_white:.1%} of the plot is not white"
+    for name, (_, color) in (("p50", html.LATENCY_LINES["0.5"]), ("p95", html.LATENCY_LINES["0.95"]),
+                             ("p99", html.LATENCY_LINES["0.99"]), ("ring", (None, "#bb0000"))):  # fmt: skip
+        rgb = np.array([int(color[i : i + 2], 16) for i in (1, 3, 5)]) / 255
+        near = (np.abs(pixels - rgb) < 0.08).all(axis=-1).sum()
+        assert near > 30, f"{near} pixels of the {name} colour {color}"
+    report = html.publish([view], tmp_path / "report.html")
+    text = report.read_text(encoding="utf-8")
+    assert "Latency under load (rate steps)" in text and "latency per second" in text
+    pixels = _screenshot(report, tmp_path / "report.png", height=5000)
+    assert (pixels < 0.9).any(axis=-1).mean() > 0.02
