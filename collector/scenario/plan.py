@@ -102,6 +102,25 @@ def _search_lines(s: Scenario, cells: list[PlannedCell]) -> list[str]:
     ]
 
 
+def _rate_lines(s: Scenario) -> list[str]:
+    """The rate steps and the latency limit, as the scenario gives them."""
+    w = s.workload
+    out = []
+    if any(w.rate):
+        steps = ", ".join(f"{r:,}" if r else "unthrottled" for r in w.rate)
+        how = (
+            "in all, split evenly over each cell's client hosts"
+            if w.rate_per == "total"
+            else "per client host"
+        )
+        out.append(
+            f"rate (pgbench -R, transactions/s): {steps} {how}; cells are named by -R per host"
+        )
+    if w.latency_limit:
+        out.append(f"latency limit (pgbench -L): {w.latency_limit} ms")
+    return out
+
+
 def plan_text(s: Scenario, cells: list[PlannedCell], hosts_by_count: bool = False) -> str:
     """The plan as printed before a run: every cell in order, its repetitions and estimate.
     ``hosts_by_count``: the hosts column says how many (a plan made without an inventory)."""
@@ -124,6 +143,7 @@ def plan_text(s: Scenario, cells: list[PlannedCell], hosts_by_count: bool = Fals
         + (f", baseline {s.baseline}" if s.baseline else "")
         + f", {s.retries} retr{'y' if s.retries == 1 else 'ies'}",
     ]
+    lines += _rate_lines(s)
     lines += _settings_lines(s)
     lines += _search_lines(s, cells)
     width = max((len(c.cell_id) for c in cells), default=4)

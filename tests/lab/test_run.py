@@ -3,8 +3,10 @@ killed with SIGKILL after its first stored run and started again finishes with
 exactly the expected runs in the store; adaptive repetitions stop within their bounds;
 a scenario's PostgreSQL setting the server does not know is refused in seconds with
 nothing changed, and two sets of settings (wal_sync_method) are two stored cells that
-`drivelab compare` tells apart by that setting; the rate search on hdd7200 finds a
-sustained rate inside its bracket, and a real run at 1.5 times it breaks the target."""
+`drivelab compare` tells apart by that setting; a three-step rate sweep stores three
+runs with their p99 and the report lists them ordered by rate; the rate search on
+hdd7200 finds a sustained rate inside its bracket, and a real run at 1.5 times it
+breaks the target."""
 
 from __future__ import annotations
 
@@ -326,6 +328,83 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     assert complete, gathered.run.reason
     assert not holds, why
     assert obs.p99_ms is not None and obs.p99_ms > 200, why
+
+
+RATE_SWEEP = """\
+    ---
+    name: rate-sweep
+    drives: [nvme]
+    placement: [tablespace]
+    workload:
+      scale: [5]
+      clients_per_host: 4
+      threads: 2
+      duration: 8
+      rate: [400, 100, 200]
+      rate_per: total
+      latency_limit: 500
+    hosts: [2]
+    repetitions: 1
+    retries: 0
+"""
+
+
+def test_a_rate_sweep_stores_each_step_with_its_p99_and_reports_them_by_rate(lab2, tmp_path):
+    """Three total rates (given out of order) split over two client hosts, on nvme (it
+    held 800/s in all in tests/data/txlog-rate): three runs, each with its window's p99
+    and the -R and -L pgbench ran; the report's latency table lists them by rate, each
+    achieved within 15 % of the rate asked."""
+    scenario = tmp_path / "rate-sweep.yml"
+    scenario.write_text(textwrap.dedent(RATE_SWEEP))
+    env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"))
+    proc = drivelab_run(scenario, env)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    con = sqlite3.connect(tmp_path / "results" / "drivelab.db")
+    try:
+        rows = con.execute(
+            """SELECT c.key, r.status, w.value_json, k.value_json FROM cells c
+               JOIN runs r ON r.cell_id = c.id
+               JOIN facts w ON w.run_id = r.id AND w.key = 'latency_window'
+               JOIN facts k ON k.run_id = r.id AND k.key = 'commands' ORDER BY r.id"""
+        ).fetchall()
+    finally:
+        con.close()
+    assert len(rows) == 3, rows
+    totals = []
+    for key, status, window_json, commands_json in rows:
+        w = json.loads(window_json)
+        assert status == "complete", key
+        assert w["p99_ms"] > 0 and w["p50_ms"] <= w["p99_ms"], (key, w)
+        assert (w["rate_per"], w["rate_per_host"] * 2) == ("total", w["rate_total"]), w
+        assert key.endswith(f"R{w['rate_per_host']} L500")
+        assert w["late"] is not None and w["skipped"] is not None
+        for argv in json.loads(commands_json).values():
+            at = argv.index("-R")
+            assert argv[at + 1] == str(w["rate_per_host"]), argv
+            assert argv[argv.index("-L") + 1] == "500", argv
+        totals.append(w["rate_total"])
+    assert totals == [400, 100, 200]  # the file's order
+    runs = tmp_path / "results" / "runs" / "rate-sweep"
+    assert sorted(p.name for p in runs.iterdir()) == [
+        f"nvme-ext4-tablespace-s5-h2-tpcb-r{r}" for r in (100, 200, 50)
+    ]
+    report = subprocess.run(
+        [str(BIN / "drivelab"), "report", "rate-sweep"],
+        cwd=REPO, env=dict(env, COLUMNS="80"), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    lines = [line.rstrip() for line in report.stdout.splitlines()]
+    assert all(len(line) <= 80 for line in lines), report.stdout
+    title = "nvme tpcb ext4 tablespace s5 2cl c4 j2 T8 L500: latency under load"
+    at = lines.index(title)
+    end = next(i for i in range(at, len(lines)) if lines[i].startswith("rate/s: "))
+    table = [line.split() for line in lines[at + 3 : end]]
+    assert [r[0] for r in table] == ["100", "200", "400"], report.stdout
+    for r in table:
+        assert abs(float(r[1].replace(",", "")) / int(r[0]) - 1) < 0.15, r
+        assert float(r[4].replace(",", "")) > 0, r  # p99 ms
+    assert "given total" in " ".join(report.stdout.split())
 
 
 def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path, monkeypatch):

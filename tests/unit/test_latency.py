@@ -474,3 +474,14 @@ def test_latency_against_throughput_plot_renders_in_headless_chromium(sweep_db, 
     assert "Latency under load (rate steps)" in text and "latency per second" in text
     pixels = _screenshot(report, tmp_path / "report.png", height=5000)
     assert (pixels < 0.9).any(axis=-1).mean() > 0.02
+
+
+def test_the_plan_says_the_rates_and_how_they_are_given(tmp_path):
+    from collector import scenario as sc  # noqa: PLC0415
+
+    path = _scenario(tmp_path, rate=[100, 300], rate_per="total", latency_limit=50)
+    s = sc.load(path)
+    text = sc.plan_text(s, _cells(path), hosts_by_count=True)
+    assert "rate (pgbench -R, transactions/s): 100, 300 in all, split evenly over each" in text
+    assert "latency limit (pgbench -L): 50 ms" in text
+    assert "nvme-ext4-cluster-s5-h2-tpcb-r150" in text
