@@ -310,7 +310,8 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     page = (results / "rate-search.html").read_text()
     assert "<h3>Rate search</h3>" in page and html.escape(doc["text"]) in page
 
-    # a real run at 1.5 times the sustained rate (a whole -R per host, rounded up)
+    # a real run at 1.5 times the sustained rate (a whole -R per host, rounded up), warm
+    # as the search's steps are
     monkeypatch.setenv("DRIVELAB_RESULTS", str(results))
     inventory = REPO / "inventory" / "local" / "hosts.yml"
     planned = sc.expand(sc.load(scenario), sc.load_inventory(inventory))[0]
@@ -318,7 +319,7 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     cell = step_cell(planned.cell, over)
     # repetition 1: if 1.5 times is a rate the search ran, its step's folder stays
     run_dir = runner.run_pgbench(cell, 1, client_hosts=list(cell.hosts), db_host="dbhost",
-                                 inventory=inventory)  # fmt: skip
+                                 inventory=inventory, cold_start=False)  # fmt: skip
     gathered = gather_run(run_dir)
     window = gathered.run.facts.get("latency_window")
     complete = gathered.run.status.value == "complete"

@@ -475,7 +475,8 @@ class ModelRun(ScenarioRun):
     def prepare_or_skip(self, planned, head) -> bool:
         return True
 
-    def run_one(self, planned, rep, head, tps, attempt=1, last=True) -> bool:  # noqa: PLR0917
+    def run_one(self, planned, rep, head, tps, attempt=1, last=True, cold_start=True) -> bool:  # noqa: PLR0917
+        assert cold_start is False  # a step is measured warm
         if self.kill_after is not None and len(self.ran) >= self.kill_after:
             raise Killed
         cell = planned.cell
