@@ -36,6 +36,10 @@ class PgbenchOptions:
     script: str | None = None
     rate: int = 0
     log: str = "full"
+    #: how the scenario gave the rate: host (``rate`` is its -R) or total (split over hosts)
+    rate_per: str = "host"
+    #: pgbench -L in ms; 0: none
+    latency_limit: int = 0
     sampling_rate: float | None = None
     aggregate_interval: int | None = None
     progress: int = 1
@@ -53,6 +57,7 @@ class PgbenchOptions:
             "pgbench_run_transactions": self.transactions,
             "pgbench_run_mode": self.mode,
             "pgbench_run_rate": self.rate,
+            "pgbench_run_latency_limit": self.latency_limit,
             "pgbench_run_log": self.log,
             "pgbench_run_progress": self.progress,
         }
@@ -74,14 +79,18 @@ class PgbenchOptions:
         return doc
 
     def params(self) -> dict[str, Any]:
-        """The options that shape the load, as a cell's identity carries them."""
-        return {
+        """The options that shape the load, as a cell's identity carries them
+        (``latency_limit`` only when given, so cells without it keep their names)."""
+        out: dict[str, Any] = {
             "clients_per_host": self.clients_per_host,
             "threads": self.threads,
             "duration": self.duration,
             "transactions": self.transactions,
             "rate": self.rate,
         }
+        if self.latency_limit:
+            out["latency_limit"] = self.latency_limit
+        return out
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from collector import environment, physics, serverstats, stats
+from collector import environment, latency, physics, serverstats, stats
 from collector.errors import DrivelabError
 from collector.parse import ParseError, pgbench
 from collector.records import (
     AggInterval,
     CellSpec,
     ClientResult,
+    LatencySeries,
     RawOutput,
     RunRecord,
     RunStatus,
@@ -82,6 +83,8 @@ class GatheredRun:
     cell_id: str = ""
     #: the scenario's description and baseline drive, as run.json carries them
     scenario_info: Mapping[str, Any] = field(default_factory=dict)
+    #: each client's per-second latency series (from its per-transaction log)
+    latency: Mapping[str, LatencySeries] = field(default_factory=dict)
 
     @property
     def samples(self) -> tuple[Sample, ...]:
@@ -106,6 +109,7 @@ class _Client:
     command: Mapping[str, Any] = field(default_factory=dict)
     start_source: str | None = None
     note: str | None = None
+    latency: LatencySeries | None = None
 
 
 # --------------------------------------------------------------------------- database facts
@@ -335,7 +339,8 @@ def gather_client(run_dir: Path, host: str, meta: RunMeta) -> _Client:
     if note and result.status == RunStatus.COMPLETE and note.startswith("unreadable"):
         # a log that does not parse after a clean exit: keep the figures, average nothing in
         result = replace(result, status=RunStatus.PARTIAL, reason=note)
-    return _Client(result, tuple(series), raw, command, source, note)
+    lat = txlog.latency_series if txlog is not None else None
+    return _Client(result, tuple(series), raw, command, source, note, lat)
 
 
 def _read_logs(
@@ -354,7 +359,9 @@ def _read_logs(
             agg = pgbench.read_agglogs(logs)
             series = stats.series_from_agglog(host, agg, meta.aggregate_interval)
             return None, agg, series, "agglog" if agg else None, None
-        txlog = pgbench.summarize_txlog(logs)
+        limit_ms = meta.pgbench.get("latency_limit")
+        limit = float(limit_ms) / 1e3 if isinstance(limit_ms, NUMBER) and limit_ms > 0 else None
+        txlog = pgbench.summarize_txlog(logs, latency_limit_s=limit)
         rate = meta.sampling_rate if meta.log == "sampled" else 1.0
         series = stats.series_from_txlog(host, txlog, sampling_rate=rate or 1.0)
         return txlog, None, series, "txlog" if meta.log == "full" else "txlog sampled", None
@@ -478,9 +485,11 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
         samples=tuple(samples),
         facts=facts,
     )
-    return GatheredRun(
+    gathered = GatheredRun(
         run_dir, meta.scenario, meta.cell, record, tuple(device), meta.cell_id, meta.scenario_info
     )
+    per_client = {c.result.client: c.latency for c in clients if c.latency is not None}
+    return latency.add_latency(replace(gathered, latency=per_client))
 
 
 def record(store: Store, gathered: GatheredRun) -> int:

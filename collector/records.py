@@ -492,6 +492,7 @@ PGBENCH_FLAGS = {
     "duration": "T",
     "transactions": "t",
     "rate": "R",
+    "latency_limit": "L",
 }
 #: write cache states a cell can be measured with; "leave" (as the drive is) names nothing
 WRITE_CACHE_STATES = ("leave", "on", "off")
@@ -536,11 +537,14 @@ class CellSpec:
 
     @property
     def cell_id(self) -> str:
-        """``nvme-ext4-tablespace-s20-h2-tpcb``, ``-wcon``/``-wcoff`` when the write
-        cache is set, ``-pg<set>`` for a set of PostgreSQL settings: the run folder's name."""
+        """``nvme-ext4-tablespace-s20-h2-tpcb``, ``-r<rate>`` with a rate (pgbench -R per
+        client host), ``-wcon``/``-wcoff`` when the write cache is set, ``-pg<set>`` for a
+        set of PostgreSQL settings: the run folder's name."""
         parts = [self.drive, self.filesystem, self.placement, f"s{self.scale}"]
         parts += [f"h{self.clients or 'all'}", self.workload]
         base = "-".join(str(p) for p in parts)
+        if self.params.get("rate"):
+            base += f"-r{self.params['rate']}"  # a rate sweep's cells (per host -R)
         if self.write_cache != "leave":
             base += f"-wc{self.write_cache}"
         return base if self.pg_settings_name is None else f"{base}-pg{self.pg_settings_name}"

@@ -24,14 +24,15 @@ import os
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from collector import physics, pretest, runner
+from collector import physics, pretest, ratesearch, runner
+from collector.cell import Cell
 from collector.errors import DrivelabError
 from collector.gather import GatheredRun, gather_run, record
 from collector.paths import REPO
@@ -40,6 +41,7 @@ from collector.report import PRETEST_PREFIXES
 from collector.runfolder import DB_DIR, PG_STAT
 from collector.scenario import PlannedCell, Scenario, estimate_seconds, pgsettings
 from collector.scenario.inventory import prometheus_url, ssh_settings
+from collector.scenario.plan import runs_at_most
 from collector.stats import summarize
 from collector.store import Store
 
@@ -132,7 +134,7 @@ class ScenarioRun:
             inventory["all"]["children"]["clients"]["hosts"], key=lambda h: (len(h), h)
         )
         self.progress = Progress(
-            total=sum(c.repetitions if c.adaptive is None else c.adaptive.max for c in cells),
+            total=sum(runs_at_most(c) for c in cells),
             estimate=sum(estimate_seconds(c) for c in cells),
         )
         self.info = {"description": scenario.description, "baseline": scenario.baseline}
@@ -220,6 +222,9 @@ class ScenarioRun:
                 )
 
     def run_cell(self, planned: PlannedCell) -> None:
+        if planned.search is not None:
+            CellSearch(self, planned).run()
+            return
         cell = planned.cell
         head = f"[{planned.index}/{planned.total}] {cell.cell_id}"
         with Store.open(self.opts.db) as store:
@@ -230,20 +235,7 @@ class ScenarioRun:
             self.console.print(f"{head}: all {want} repetitions stored, skipped")
             self.progress.done += want
             return
-        try:
-            self.prepare(planned)
-        except DrivelabError as err:
-            # a refused drive, an md set where md is absent, a failed init: this cell is
-            # not run, the others are (unless --fail-fast)
-            self.progress.problems += 1
-            self.progress.not_run.append(f"{cell.cell_id}: not run: {err}")
-            self.console.print(f"{head}: not run: {err}")
-            if self.opts.fail_fast:
-                raise
-            return
-        skip = write_cache_skip(cell.cell_dir() / DB_DIR)
-        if planned.write_cache in ("on", "off") and skip:
-            self.console.print(f"{head}: skipped: {skip}")
+        if not self.prepare_or_skip(planned, head):
             return
         tps = list(stored_tps(cell).values())
         for rep in range(want):
@@ -266,6 +258,26 @@ class ScenarioRun:
             self.console.print(
                 f"{head}: {len(tps)} complete runs, 95% CI ±{ci_pct(tps):.1f}% of the mean"
             )
+
+    def prepare_or_skip(self, planned: PlannedCell, head: str) -> bool:
+        """:meth:`prepare`; False (and the line why) when the cell is not to be run."""
+        cell = planned.cell
+        try:
+            self.prepare(planned)
+        except DrivelabError as err:
+            # a refused drive, an md set where md is absent, a failed init: this cell is
+            # not run, the others are (unless --fail-fast)
+            self.progress.problems += 1
+            self.progress.not_run.append(f"{cell.cell_id}: not run: {err}")
+            self.console.print(f"{head}: not run: {err}")
+            if self.opts.fail_fast:
+                raise
+            return False
+        skip = write_cache_skip(cell.cell_dir() / DB_DIR)
+        if planned.write_cache in ("on", "off") and skip:
+            self.console.print(f"{head}: skipped: {skip}")
+            return False
+        return True
 
     def prepare(self, planned: PlannedCell) -> None:
         """The cell's drive (when its request changed), pre-tests and databases."""
@@ -345,15 +357,18 @@ class ScenarioRun:
         tps: list[float],
         attempt: int = 1,
         last: bool = True,
+        cold_start: bool = True,
     ) -> bool:
         """One attempt at a repetition: run, gather, store, telemetry; its line on the
-        console. True when it is complete; ``last``: no retry follows a partial one."""
+        console. True when it is complete; ``last``: no retry follows a partial one;
+        ``cold_start``: checkpoint, restart and drop caches first (a rate search's steps
+        run without, :class:`CellSearch`)."""
         cell = planned.cell
         live = None if not self.opts.live else partial(self.live_view, planned, rep)
         run_dir = runner.run_pgbench(
             cell, rep, client_hosts=self.clients, db_host=self.db_host,
             inventory=self.opts.inventory, stream=self.opts.verbose, live=live,
-            scenario_info=self.info, attempt=attempt,
+            scenario_info=self.info, attempt=attempt, cold_start=cold_start,
         )  # fmt: skip
         gathered = gather_run(run_dir)
         with Store.open(self.opts.db) as store:
@@ -466,6 +481,141 @@ class ScenarioRun:
             )
         if cache is not None:
             self.console.print(f"  {cache['verdict']}: {cache['reason']}", highlight=False)
+
+
+def step_cell(cell: Cell, total: int) -> Cell:
+    """The cell of one step of a rate search: ``cell`` at ``total`` transactions/s over
+    its client hosts, each running ``-R total/hosts`` (its own cell, named ``-r<per host>``,
+    as a ``rate_per: total`` sweep names it)."""
+    hosts = len(cell.hosts) or 1
+    return replace(cell, pgbench=replace(cell.pgbench, rate=total // hosts, rate_per="total"))
+
+
+class CellSearch:
+    """The rate search of one cell (``workload.target``, :mod:`collector.ratesearch`):
+    each step is the cell at one total rate, its own cell (``-r<rate per host>``), run
+    once through :meth:`ScenarioRun.run_one` (run, gather, store; a partial run again up
+    to ``retries`` times) without the cold start: the p99 searched is the warm, steady
+    state's, not the cache warming up (on a cold 120-IOPS drive that alone was 230 ms to
+    1 s in an 8 s step). Before every step the steps stored so far are read back from
+    the store (their ``latency_window`` facts and status): that is the whole state, so a
+    search killed mid-way goes on where it stopped. The result is stored as the scenario
+    fact ``rate_search`` (scope ``rate_search``) and printed."""
+
+    def __init__(self, run: ScenarioRun, planned: PlannedCell) -> None:
+        assert planned.search is not None  # noqa: S101  (the caller checks)
+        self.scenario_run = run
+        self.planned = planned
+        self.spec: ratesearch.SearchSpec = planned.search
+        self.cell = planned.cell
+        self.hosts = len(self.cell.hosts) or 1
+        self.head = f"[{planned.index}/{planned.total}] {self.cell.cell_id}"
+
+    def stored(self) -> list[ratesearch.Observation]:
+        """The steps of this search in the store, in the order they were run: per step
+        cell its complete run, else its last attempt."""
+        out: list[tuple[int, ratesearch.Observation]] = []
+        if not self.scenario_run.opts.db.exists():
+            return []
+        with Store.open(self.scenario_run.opts.db, create=False) as store:
+            sid = next((i.id for i in store.scenarios() if i.name == self.cell.scenario), None)
+            if sid is None:
+                return []
+            for cid, spec in store.cells(sid):
+                per_host = spec.params.get("rate")
+                if not isinstance(per_host, int) or per_host <= 0:
+                    continue
+                total = per_host * self.hosts
+                if step_cell(self.cell, total).spec.key != spec.key:
+                    continue
+                runs = [r for r in store.runs(cid) if r.repetition == 0]
+                if not runs:
+                    continue
+                done = [r for r in runs if r.status.value == "complete"]
+                run = (done or runs)[-1]
+                facts = {f.key: f.value for f in store.facts(sid, run_id=run.id)}
+                obs = ratesearch.observation(
+                    total, facts.get("latency_window"), complete=bool(done), reason=run.reason
+                )
+                out.append((min(r.id for r in runs), obs))
+        return [o for _, o in sorted(out, key=lambda x: x[0])]
+
+    def run_step(self, decision: ratesearch.Decision, number: int) -> None:
+        """One step: the cell at ``decision.rate``, with the base cell's database facts."""
+        total = decision.rate
+        assert total is not None  # noqa: S101  (a step has a rate)
+        step = step_cell(self.cell, total)
+        src, dst = self.cell.cell_dir() / DB_DIR, step.cell_dir() / DB_DIR
+        if dst.exists():
+            shutil.rmtree(dst)
+        if src.is_dir():
+            shutil.copytree(src, dst)
+        head = (
+            f"{self.head} step {number}/{self.spec.steps} ({decision.why}):"
+            f" {total}/s total (-R {total // self.hosts} per host)"
+        )
+        with Store.open(self.scenario_run.opts.db) as store:
+            before = len(store.attempts(step.scenario, step.spec).get(0, []))
+        planned = replace(self.planned, cell=step)
+        retries = self.planned.retries
+        for retry in range(retries + 1):
+            last = retry == retries
+            # warm: no cold start (docs/scenarios.md: a step's p99 is steady-state latency)
+            if self.scenario_run.run_one(
+                planned, 0, head, [], attempt=before + retry + 1, last=last, cold_start=False
+            ):
+                break
+
+    def run(self) -> ratesearch.SearchResult | None:
+        """The search to its end; its result, or None when the cell could not run."""
+        console, spec = self.scenario_run.console, self.spec
+        observed = self.stored()
+        self.scenario_run.progress.done += len(observed)
+        decision = ratesearch.next_step(spec, observed)
+        if decision.rate is not None:
+            if observed:
+                console.print(f"{self.head}: {len(observed)} steps of the search stored, going on")
+            if not self.scenario_run.prepare_or_skip(self.planned, self.head):
+                return None
+        while decision.rate is not None:
+            self.run_step(decision, len(observed) + 1)
+            now = self.stored()
+            new = [o for o in now if o.rate == decision.rate]
+            if new:
+                holds, why = new[-1].verdict(spec.p99_ms)
+                console.print(f"  {'holds' if holds else 'breaks'}: {why}", highlight=False)
+            if len(now) <= len(observed):  # nothing stored for the step: do not loop on it
+                raise DrivelabError(f"{self.head}: step at {decision.rate}/s total not stored")
+            observed = now
+            decision = ratesearch.next_step(spec, observed)
+        result = decision.result
+        assert result is not None  # noqa: S101  (no rate: the result)
+        self.scenario_run.progress.done += max(spec.steps - len(result.steps), 0)
+        self.store_result(result)
+        console.print(f"{self.head}: {result.text}", highlight=False, soft_wrap=True)
+        return result
+
+    def store_result(self, result: ratesearch.SearchResult) -> None:
+        spec = self.cell.spec
+        doc = result.to_json() | {
+            "cell": spec.key,
+            "cell_id": spec.cell_id,
+            "drive": spec.drive,
+            "test": spec.test,
+            "hosts": self.hosts,
+        }
+        for step in doc["steps"]:
+            s = step_cell(self.cell, step["rate"]).spec
+            step |= {"rate_per_host": step["rate"] // self.hosts, "cell": s.key}
+        with Store.open(self.scenario_run.opts.db) as store:
+            sid = store.add_scenario(self.cell.scenario)
+            earlier = [
+                f.value
+                for f in store.facts(sid)
+                if f.scope == ratesearch.FACT and f.value.get("cell") == spec.key
+            ]
+            if not earlier or earlier[-1] != doc:  # a finished search resumed: stored once
+                store.add_facts(sid, {ratesearch.FACT: doc}, scope=ratesearch.FACT)
 
 
 def read_pg_stat(run_dir: Path) -> dict[str, Any] | None:

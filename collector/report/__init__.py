@@ -16,6 +16,8 @@ from collector.records import LatencyHistogram, RunStatus, Sample, SeriesPoint
 from collector.store import Fact, ScenarioInfo, Store
 
 TELEMETRY_PREFIX = "drivelab_device_"
+#: the per-second latency series gather stores (collector.latency)
+LATENCY_PREFIXES = ("drivelab_latency_seconds", "drivelab_schedule_lag_seconds")
 PRETEST_PREFIXES = ("drivelab_fio_", "drivelab_fsync_")
 #: run facts (``drivelab gather``, from db/database.json) a report shows for each cell
 DATABASE_KEYS = (
@@ -46,6 +48,9 @@ class CellView:
     warnings: tuple[str, ...] = ()
     #: :data:`DATABASE_KEYS` facts of its latest run that has them
     database: Mapping[str, Any] = field(default_factory=dict)
+    #: the per-second latency and schedule lag samples of the run ``series`` is of
+    #: (``drivelab_latency_seconds``, ``drivelab_schedule_lag_seconds``: collector.latency)
+    latency: tuple[Sample, ...] = ()
 
     @property
     def drive(self) -> str:
@@ -114,6 +119,7 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
         tuple[stats.CellStats, tuple, int | None, tuple | None, LatencyHistogram | None]
     ] = []
     notes: list[tuple[tuple[str, ...], Mapping[str, Any]]] = []
+    latency: list[tuple[Sample, ...]] = []
     for cell_id, spec in cells:
         warnings: dict[str, None] = {}
         database: dict[str, Any] = {}
@@ -142,12 +148,17 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
                 hists += [c.histogram for c in clients if c.histogram is not None]
                 if example_run is None and series:
                     example, example_run, example_window = tuple(series), run.repetition, rs.window
+                    latency.append(_latency_samples(store, run.id))
+        if example_run is None:
+            latency.append(())
         cs = stats.cell_stats(spec, runs, cell_id)
         built.append((cs, example, example_run, example_window, stats.merge_histograms(hists)))
         notes.append((tuple(warnings), database))
     by_test = {(cs.spec.test, cs.spec.drive): cs for cs, *_ in built}
     views = []
-    for (cs, example, example_run, window, hist), (warns, db) in zip(built, notes, strict=True):
+    for (cs, example, example_run, window, hist), (warns, db), lat in zip(
+        built, notes, latency, strict=True
+    ):
         ref = by_test.get((cs.spec.test, base))
         r = None
         if ref is not None and ref is not cs:
@@ -155,7 +166,9 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
         elif ref is cs and cs.tps_values:
             r = stats.Ratio(1.0, 1.0, 1.0)
         views.append(
-            CellView(cs, r, cs.spec.drive == base, example, example_run, window, hist, warns, db)
+            CellView(
+                cs, r, cs.spec.drive == base, example, example_run, window, hist, warns, db, lat
+            )
         )
     return ScenarioView(
         info=info,
@@ -168,6 +181,10 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
         facts=tuple(facts),
         drives=drives,
     )
+
+
+def _latency_samples(store: Store, run_id: int) -> tuple[Sample, ...]:
+    return tuple(s for p in LATENCY_PREFIXES for s in store.samples(run_id=run_id, metric_prefix=p))
 
 
 def load_all(

@@ -1,7 +1,9 @@
 """CSV and JSON export of every figure's data: the summary per cell (tps per drive
 plot), every run, every client, the per-second series (tps per second per client
-plot), the latency histograms (latency distribution plot), telemetry and pre-test
-samples, facts. CSV: one file per table in a folder; JSON: one document."""
+plot), the latency histograms (latency distribution plot), the rate steps (latency
+against throughput: table and plot) and the per-second latency (latency per second
+plot), telemetry and pre-test samples, facts. CSV: one file per table in a folder;
+JSON: one document."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 from pathlib import Path
 
 from collector.report import ScenarioView, cell_rows, run_rows
+from collector.report.latency import step_rows
 
 
 def tables(views: list[ScenarioView]) -> dict[str, list[dict]]:
@@ -18,6 +21,8 @@ def tables(views: list[ScenarioView]) -> dict[str, list[dict]]:
         "runs": [],
         "series": [],
         "latency_histogram": [],
+        "latency_steps": [],
+        "latency_series": [],
         "telemetry": [],
         "pretests": [],
         "facts": [],
@@ -57,6 +62,8 @@ def tables(views: list[ScenarioView]) -> dict[str, list[dict]]:
                             "count": n,
                         }
                     )
+        out["latency_steps"] += step_rows(v)
+        out["latency_series"] += _latency_series(v)
         for key, samples in (("telemetry", v.telemetry), ("pretests", v.pretests)):
             for s in samples:
                 out[key].append(
@@ -81,6 +88,28 @@ def tables(views: list[ScenarioView]) -> dict[str, list[dict]]:
                 }
             )
     return out
+
+
+def _latency_series(v: ScenarioView) -> list[dict]:
+    """Per-second latency (and schedule lag) of the run each cell's plots show: one row
+    per second, client ("" for all clients) and figure."""
+    rows = []
+    for c in v.cells:
+        for s in c.latency:
+            rows.append(
+                {
+                    "scenario": v.info.name,
+                    "drive": c.drive,
+                    "test": c.test,
+                    "repetition": c.series_run,
+                    "client": s.labels.get("client", ""),
+                    "metric": s.metric,
+                    "quantile": s.labels.get("quantile"),
+                    "start": s.timestamp,
+                    "value_s": s.value,
+                }
+            )
+    return rows
 
 
 def write_csv(views: list[ScenarioView], folder: Path | str) -> list[Path]:

@@ -3,8 +3,10 @@
 Plots are drawn with matplotlib's object API (no pyplot, no GUI backend) and
 embedded as inline SVG with text as paths, so no font, script or stylesheet is
 fetched. Plots: tps per drive with CI bars; tps per second per client over one
-run of each cell (the concurrent window shaded, the server's checkpoints marked);
-latency distribution; device telemetry when the store has some."""
+run of each cell (the concurrent window shaded, the server's checkpoints marked), and
+beside it the same run's p50/p95/p99/max latency per second; latency distribution;
+per drive, latency against throughput over a rate sweep; device telemetry when the
+store has some."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 import matplotlib as mpl
 from matplotlib.figure import Figure
 
-from collector import __version__, environment
+from collector import __version__, environment, ratesearch
 from collector.pretest import summarize
 from collector.records import RunStatus
 from collector.report import (
@@ -28,11 +30,13 @@ from collector.report import (
     fmt_runs,
     fmt_tps,
 )
+from collector.report import latency as load_steps
 from collector.report.terminal import (
     PRETEST_COLUMNS,
     checkpoint_lines,
     physics_lines,
     pretest_rows,
+    rate_searches,
     run_facts,
 )
 from collector.units import human_size
@@ -48,6 +52,7 @@ th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .partial{color:#a60}.failed{color:#b00}.note{color:#555;font-size:.9em}
 .warn{color:#b00;font-weight:bold}
 figure{margin:1em 0}svg{max-width:100%;height:auto}
+.pair{display:flex;gap:1em;align-items:flex-start}.pair figure{flex:1;min-width:0;margin:.5em 0}
 """
 
 
@@ -208,6 +213,136 @@ def plot_series(view: ScenarioView) -> list[tuple[str, str]]:
     return out
 
 
+# --------------------------------------------------------------------------- latency under load
+
+#: the per-second latency lines: quantile label -> (legend, colour)
+LATENCY_LINES = {
+    "0.5": ("p50", "#1f77b4"),
+    "0.95": ("p95", "#ff7f0e"),
+    "0.99": ("p99", "#d62728"),
+    "1": ("max", "#7f7f7f"),
+}
+#: a latency axis is logarithmic when its largest value is this many times its smallest
+LOG_LATENCY_SPREAD = 20.0
+
+
+def plot_latency_series(cv) -> str | None:
+    """The per-second p50/p95/p99/max latency over all clients of the run a cell's
+    tps plot shows (same time axis, the window shaded), with the mean schedule lag
+    dashed under ``--rate``; None when the run kept no per-transaction log."""
+    lines: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    lag: list[tuple[float, float]] = []
+    for s in cv.latency:
+        if "client" in s.labels or s.timestamp is None:
+            continue  # the all-clients series: no client label
+        if s.metric == "drivelab_schedule_lag_seconds":
+            lag.append((s.timestamp, s.value * 1e3))
+        elif s.labels.get("quantile") in LATENCY_LINES:
+            lines[s.labels["quantile"]].append((s.timestamp, s.value * 1e3))
+    if not lines or not cv.series:
+        return None
+    t0 = min(p.start for p in cv.series)
+    fig = Figure(figsize=(9, 2.8))
+    ax = fig.subplots()
+    values = []
+    for q, (name, color) in LATENCY_LINES.items():
+        pts = sorted(lines.get(q, []))
+        if pts:
+            xs = [t - t0 for t, _ in pts] + [pts[-1][0] + 1 - t0]
+            ys = [v for _, v in pts]
+            ax.step(xs, [*ys, ys[-1]], where="post", label=name, color=color, lw=1.2)
+            values += ys
+    if lag:
+        lag.sort()
+        ax.plot([t + 0.5 - t0 for t, _ in lag], [v for _, v in lag], ls="--", color="#2ca02c",
+                lw=1, label="schedule lag (mean)")  # fmt: skip
+        values += [v for _, v in lag]
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) >= LOG_LATENCY_SPREAD * min(positive):
+        ax.set_yscale("log")
+    if cv.window:
+        ax.axvspan(cv.window[0] - t0, cv.window[1] - t0, color="#2a7", alpha=0.12,
+                   label="all running")  # fmt: skip
+    ax.set_xlabel("seconds since the first client started")
+    ax.set_ylabel("latency ms" + (", log scale" if ax.get_yscale() == "log" else ""))
+    ax.set_title(f"{cv.drive} / {cv.test}: latency per second, all clients (run {cv.series_run})")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3, which="both")
+    return _svg(fig)
+
+
+def plot_latency_throughput(view: ScenarioView) -> list[tuple[str, str]]:
+    """Per drive (and test without its rate) with rate steps: achieved tps against
+    p50/p95/p99 latency over the window where all clients ran, one point per rate step,
+    each labelled with its total rate; a step whose rate was not held is ringed."""
+    out = []
+    for (drive, group), steps in load_steps.steps(view).items():
+        pts = [s for s in steps if s.tps is not None and s.p99_ms is not None]
+        if not pts:
+            continue
+        fig = Figure(figsize=(9, 3.8))
+        ax = fig.subplots()
+        xs = [s.tps for s in pts]
+        for q, attr in (("0.5", "p50_ms"), ("0.95", "p95_ms"), ("0.99", "p99_ms")):
+            name, color = LATENCY_LINES[q]
+            ax.plot(xs, [getattr(s, attr) for s in pts], marker="o", color=color, label=name)
+        bad = [s for s in pts if s.sustained is False]
+        if bad:
+            ax.scatter([s.tps for s in bad], [s.p99_ms for s in bad], s=180, zorder=3,
+                       facecolors="none", edgecolors="#b00", linewidths=1.5,
+                       label="rate not sustained")  # fmt: skip
+        for s in pts:
+            text = "no -R" if s.rate_total is None else f"{s.rate_total:,}/s"
+            ax.annotate(text, (s.tps, s.p99_ms), textcoords="offset points", xytext=(4, 6),
+                        fontsize=7)  # fmt: skip
+        ys = [v for s in pts for v in (s.p50_ms, s.p99_ms) if v and v > 0]
+        if ys and max(ys) >= LOG_LATENCY_SPREAD * min(ys):
+            ax.set_yscale("log")
+        per = "total" if pts[0].rate_per == "total" else "per host"
+        ax.set_xlabel(f"achieved tps (all clients; points: rate asked in all, given {per})")
+        ax.set_ylabel("latency ms" + (", log scale" if ax.get_yscale() == "log" else ""))
+        ax.margins(x=0.08, y=0.15)
+        ax.set_title(f"{drive} / {group}: latency against throughput")
+        ax.legend(fontsize=8, loc="upper left")
+        ax.grid(alpha=0.3, which="both")
+        out.append((f"{drive} {group}", _svg(fig)))
+    return out
+
+
+def _latency_section(view: ScenarioView) -> list[str]:
+    """The latency-vs-throughput table and plot of each drive with rate steps."""
+    groups = load_steps.steps(view)
+    if not groups:
+        return []
+    parts = ["<h3>Latency under load (rate steps)</h3>"]
+    plots = dict(plot_latency_throughput(view))
+    for (drive, group), steps in groups.items():
+        per = "total" if steps[0].rate_per == "total" else "per host"
+        rows = [
+            [
+                "none" if s.rate_total is None else f"{s.rate_total:,}",
+                "-" if s.rate_per_host is None else f"{s.rate_per_host:,}",
+                "-" if s.tps is None else f"{s.tps:,.1f}",
+                *("-" if v is None else f"{v:,.2f}"
+                  for v in (s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms)),
+                "-" if s.late is None else f"{s.late:,.0f}",
+                "-" if s.skipped is None else f"{s.skipped:,.0f}",
+                s.held,
+            ]
+            for s in steps
+        ]  # fmt: skip
+        parts.append(
+            f"<p class=note>{html.escape(f'{drive} {group}')}: rate asked of all"
+            f" {steps[0].hosts} client hosts together (the scenario gave it {per})</p>"
+        )
+        head = ["rate/s (total)", "-R per host", "tps", "p50 ms", "p95 ms", "p99 ms", "max ms"]
+        parts.append(_table([*head, "late", "skipped", "rate held"], rows, 0))
+        if f"{drive} {group}" in plots:
+            parts.append(f"<figure>{plots[f'{drive} {group}']}</figure>")
+    parts += [f"<p class=warn>lag: {html.escape(x)}</p>" for x in load_steps.lag_lines(view)]
+    return parts
+
+
 def plot_latency(view: ScenarioView) -> str | None:
     """Cumulative latency distribution of every cell with a per-transaction log."""
     cells = [c for c in view.cells if c.histogram is not None and c.histogram.counts]
@@ -295,6 +430,38 @@ def _table(headers: list[str], rows: list[list[str]], num_from: int = 2) -> str:
             cells.append(f"<td{cls}>{html.escape(str(v))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _search_section(view: ScenarioView) -> list[str]:
+    """Each searched cell's sustained rate with its bracket, and its steps in run order."""
+    found = rate_searches(view)
+    if not found:
+        return []
+    rows = [
+        [
+            str(d.get("drive")), str(d.get("test")), f"p99 <= {d.get('p99_ms'):g} ms",
+            "-" if d.get("sustained_rate") is None else f"{d['sustained_rate']}/s",
+            "-" if d.get("holds_at") is None else str(d["holds_at"]),
+            "-" if d.get("breaks_at") is None else str(d["breaks_at"]),
+            f"{len(d.get('steps') or [])} of {d.get('max_steps')}", str(d.get("status")),
+        ]
+        for d in found
+    ]  # fmt: skip
+    head = ["drive", "test", "target", "sustained (total)", "holds at", "breaks at"]
+    parts = ["<h3>Rate search</h3>", _table([*head, "steps", "how it ended"], rows)]
+    for d in found:
+        steps = [
+            [str(i), f"{s.get('rate')}/s", f"{s.get('rate_per_host', '-')}/s", fmt_ms(
+                None if s.get("p99_ms") is None else s["p99_ms"] / 1e3),
+             "holds" if s.get("holds") else "breaks", str(s.get("why"))]
+            for i, s in enumerate(d.get("steps") or [], start=1)
+        ]  # fmt: skip
+        line = f"{d.get('drive')} {d.get('test')}: {d.get('text')}"
+        parts.append(f"<p class=note>{html.escape(line)}</p>")
+        parts.append(
+            _table(["step", "total rate", "per host", "p99 ms", "verdict", "why"], steps, 1)
+        )
+    return parts
 
 
 def _database_table(view: ScenarioView) -> str:
@@ -469,6 +636,7 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
             for w in cv.warnings
         ]
         parts += [f"<p class=note>checkpoint: {html.escape(x)}</p>" for x in checkpoint_lines(view)]
+        parts += _search_section(view)
         database = _database_table(view)
         if database:
             parts.append("<h3>Database</h3>")
@@ -520,10 +688,25 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
             + "".join(trs)
             + "</table>"
         )
+        parts += _latency_section(view)
         series = plot_series(view)
         if series:
-            parts.append("<h3>tps per second per client</h3>")
-            parts += [f"<figure>{svg}</figure>" for _, svg in series]
+            per_second = {
+                f"{cv.drive} {cv.test}": svg
+                for cv in view.cells
+                if (svg := plot_latency_series(cv)) is not None
+            }
+            parts.append(
+                "<h3>tps per second per client"
+                + (", and latency per second" if per_second else "")
+                + "</h3>"
+            )
+            parts += [
+                f"<div class=pair><figure>{svg}</figure><figure>{per_second[label]}</figure></div>"
+                if label in per_second
+                else f"<figure>{svg}</figure>"
+                for label, svg in series
+            ]
         lat = plot_latency(view)
         if lat:
             parts.append(f"<h3>Latency distribution</h3><figure>{lat}</figure>")
@@ -541,7 +724,9 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
         parts += _environment_section(view)
         # run facts are per run (the Database table shows them); device facts repeat per run
         env = dict.fromkeys(
-            (f.scope, f.host or "", f.key, str(f.value)) for f in view.facts if f.scope != "run"
+            (f.scope, f.host or "", f.key, str(f.value))
+            for f in view.facts
+            if f.scope not in ("run", ratesearch.FACT)  # a search has its own section
         )
         if env:
             parts.append("<h3>Environment and device facts</h3>")

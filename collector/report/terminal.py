@@ -10,11 +10,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from collector import physics
+from collector import physics, ratesearch
 from collector.physics import WARNING
 from collector.pretest import summarize
 from collector.records import RunStatus
 from collector.report import ScenarioView, fmt_cache, fmt_ms, fmt_ratio
+from collector.report import latency as load_steps
 
 
 def shared_test(view: ScenarioView) -> str | None:
@@ -262,6 +263,76 @@ def checkpoint_lines(view: ScenarioView) -> list[str]:
     return out
 
 
+def rate_searches(view: ScenarioView) -> list[dict]:
+    """The scenario's rate search results (the fact ``rate_search``), the latest per
+    searched cell, by drive (the scenario's order) and test."""
+    latest: dict[str, dict] = {}
+    for f in view.facts:
+        if f.scope == ratesearch.FACT and f.key == ratesearch.FACT and isinstance(f.value, dict):
+            latest[str(f.value.get("cell"))] = f.value
+    order = {d: i for i, d in enumerate(view.drives)}
+
+    def by(d: dict) -> tuple:
+        return order.get(d.get("drive"), 99), str(d.get("drive")), str(d.get("test"))
+
+    return sorted(latest.values(), key=by)
+
+
+def search_lines(view: ScenarioView) -> list[str]:
+    """One line per searched cell: ``hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8: sustained
+    64/s total at p99 <= 50 ms (holds at 64, breaks at 70; 6 steps)``."""
+    return [f"{d.get('drive')} {d.get('test')}: {d.get('text')}" for d in rate_searches(view)]
+
+
+# --------------------------------------------------------------------------- latency under load
+
+
+def _fig(value: float | None, fmt: str = ",.1f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def latency_table(view: ScenarioView, steps: list[load_steps.LoadStep]) -> Table:
+    """One drive's latency against throughput: a row per rate step, ordered by the total
+    rate; it fits 80 columns (the drive and test are in the title, which may wrap)."""
+    first = steps[0]
+    per = "total" if first.rate_per == "total" else "per host"
+    t = Table(
+        title=f"{first.drive} {first.group}: latency under load",
+        caption=f"rate/s: all {first.hosts} client hosts together (-R per host x {first.hosts},"
+        f" given {per}); tps and latency: the window where all clients ran, mean of complete"
+        " runs; late (above -L) and skipped: per run",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        title_justify="left",
+        caption_justify="left",
+    )
+    for name in ("rate/s", "tps", "p50 ms", "p95 ms", "p99 ms", "late", "skipped"):
+        t.add_column(name, justify="right", no_wrap=True)
+    t.add_column("rate held", no_wrap=True)
+    for s in steps:
+        t.add_row(
+            "none" if s.rate_total is None else f"{s.rate_total:,}",
+            _fig(s.tps),
+            _fig(s.p50_ms, ",.2f"),
+            _fig(s.p95_ms, ",.2f"),
+            _fig(s.p99_ms, ",.2f"),
+            _fig(s.late, ",.0f"),
+            _fig(s.skipped, ",.0f"),
+            s.held,
+        )
+    return t
+
+
+def print_latency(view: ScenarioView, console: Console) -> None:
+    """The latency-vs-throughput tables of a scenario with rate steps, and why a rate
+    was not held."""
+    for group in load_steps.steps(view).values():
+        console.print(latency_table(view, group))
+    for line in load_steps.lag_lines(view):
+        console.print(f"  [bold red]lag[/bold red] {escape(line)}", highlight=False)
+
+
 def warnings(view: ScenarioView) -> list[str]:
     """One line per cell whose runs carry a database warning (fits in RAM)."""
     return [f"{label(view, cv)}: {w}" for cv in view.cells for w in cv.warnings]
@@ -278,9 +349,13 @@ def publish(views: list[ScenarioView], console: Console | None = None) -> None:
         if common is not None:
             console.print(f"test: {escape(common)}", highlight=False)
         console.print(table(view))
+        print_latency(view, console)
         pre = pretest_table(view)
         if pre is not None:
             console.print(pre)
+        for line in search_lines(view):
+            console.print(f"  [green]rate search[/green] {escape(line)}", highlight=False,
+                          soft_wrap=True)  # fmt: skip
         for line in cache_lines(view):
             console.print(f"  [cyan]cache[/cyan] {escape(line)}", highlight=False)
         for line in checkpoint_lines(view):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from collector.cell import Cell, PgbenchOptions
+from collector.ratesearch import SearchSpec
 from collector.scenario.inventory import client_hosts
 from collector.scenario.schema import (
     AdaptiveRepetitions,
@@ -45,6 +46,9 @@ class PlannedCell:
     total: int
     #: how many times a partial or failed repetition is run again in the same run
     retries: int = 1
+    #: ``workload.target``: the cell's rate is searched, one run per step (its
+    #: ``repetitions`` do not apply); None: the cell is run as it is
+    search: SearchSpec | None = None
 
     @property
     def cell_id(self) -> str:
@@ -73,16 +77,35 @@ def _pgbench(w: Workload) -> PgbenchOptions:
         transactions=w.transactions or 0,
         mode=w.mode,
         script=w.script,
-        rate=w.rate,
+        rate=w.rate[0],
         log=w.log,
+        rate_per=w.rate_per,
+        latency_limit=w.latency_limit or 0,
     )
+
+
+def search_spec(w: Workload, hosts: int) -> SearchSpec | None:
+    """The rate search of a cell with ``hosts`` client hosts (rates in whole multiples
+    of them), or None without ``workload.target``."""
+    t = w.target
+    if t is None:
+        return None
+    return SearchSpec(p99_ms=t.p99_ms, low=t.low, high=t.high, steps=t.steps,
+                      within_pct=t.within_pct, quantum=max(hosts, 1))  # fmt: skip
+
+
+def rate_per_host(w: Workload, rate: int, hosts: int) -> int:
+    """pgbench's ``-R`` on each client host for one value of ``workload.rate`` (the
+    schema made sure a total splits evenly)."""
+    return rate // hosts if w.rate_per == "total" and hosts else rate
 
 
 def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
     """The matrix in run order: drive (drives, then RAID sets, as listed), filesystem,
-    placement, scale, hosts, write cache, PostgreSQL set; so each filesystem is made once
-    for all the cells on it, each database initialised once for the write cache variants,
-    and the settings, which need only a reload or a restart, change last."""
+    placement, scale, hosts, write cache, PostgreSQL set, rate; so each filesystem is made
+    once for all the cells on it, each database initialised once for the write cache
+    variants, the settings, which need only a reload or a restart, change late, and the
+    rate, which changes only pgbench's ``-R``, last."""
     clients = client_hosts(inventory)
     pgbench = _pgbench(s.workload)
     if isinstance(s.repetitions, AdaptiveRepetitions):
@@ -103,7 +126,10 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
                 for scale in s.workload.scale:
                     for count in s.hosts:
                         for wc in s.write_cache:
-                            for set_name, pg_settings in variants:
+                            for set_name, pg_settings, rate in (
+                                (n, st, r) for n, st in variants for r in s.workload.rate
+                            ):
+                                load = replace(pgbench, rate=rate_per_host(s.workload, rate, count))
                                 cell = Cell(
                                     scenario=s.name,
                                     drive=name,
@@ -111,7 +137,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
                                     placement=placement,
                                     scale=scale,
                                     hosts=tuple(clients[:count]),
-                                    pgbench=pgbench,
+                                    pgbench=load,
                                     init_options=tuple(s.workload.init_options),
                                     write_cache=wc,
                                     mkfs_options=tuple(fs.mkfs_options),
@@ -143,6 +169,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
             index=i,
             total=total,
             retries=s.retries,
+            search=search_spec(s.workload, len(cell.hosts)),
         )
         for i, (cell, request, wc, pre) in enumerate(rows, start=1)
     ]

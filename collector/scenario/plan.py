@@ -38,9 +38,18 @@ def pretest_seconds(pretests: dict[str, Any]) -> float:
     return fio + (fsync if pretests["pg_test_fsync"] else 0)
 
 
+def runs_at_most(cell: PlannedCell) -> int:
+    """The most runs of a cell: its repetitions (adaptive: ``max``), or for a searched
+    cell its most steps (one run each)."""
+    if cell.search is not None:
+        return cell.search.steps
+    return cell.adaptive.max if cell.adaptive else cell.repetitions
+
+
 def estimate_seconds(cell: PlannedCell) -> float:
-    """Rough: repetitions x (duration + 25 s) + database init + pretests (adaptive: at most)."""
-    reps = cell.adaptive.max if cell.adaptive else cell.repetitions
+    """Rough: repetitions x (duration + 25 s) + database init + pretests (adaptive: at
+    most; a searched cell: its most steps)."""
+    reps = runs_at_most(cell)
     pre = pretest_seconds(cell.pretests)
     return reps * repetition_seconds(cell) + init_seconds(cell) + pre
 
@@ -73,6 +82,45 @@ def _settings_lines(s: Scenario) -> list[str]:
     return out
 
 
+def _search_lines(s: Scenario, cells: list[PlannedCell]) -> list[str]:
+    """What a searched cell does, its most steps and its longest time."""
+    t = s.workload.target
+    searched = [c for c in cells if c.search is not None]
+    if t is None or not searched:
+        return []
+    first = searched[0].search
+    assert first is not None  # noqa: S101  (filtered above)
+    start = f"from {t.low}/s" if t.low is not None else f"from {first.start}/s (default)"
+    up = f", then {t.high}/s" if t.high is not None else ""
+    longest = max(c.search.steps * repetition_seconds(c) for c in searched if c.search is not None)
+    return [
+        f"rate search per cell: the highest total rate with p99 <= {t.p99_ms:g} ms over",
+        "  the window where all clients ran, the rate sustained, every client complete;",
+        f"  {start}{up}; double or halve to a bracket, bisect to within {t.within_pct:g} %;",
+        f"  at most {t.steps} steps of one run each (repetitions do not apply),",
+        f"  at most {_duration_text(longest)} per cell (reps <=N: the most steps)",
+    ]
+
+
+def _rate_lines(s: Scenario) -> list[str]:
+    """The rate steps and the latency limit, as the scenario gives them."""
+    w = s.workload
+    out = []
+    if any(w.rate):
+        steps = ", ".join(f"{r:,}" if r else "unthrottled" for r in w.rate)
+        how = (
+            "in all, split evenly over each cell's client hosts"
+            if w.rate_per == "total"
+            else "per client host"
+        )
+        out.append(
+            f"rate (pgbench -R, transactions/s): {steps} {how}; cells are named by -R per host"
+        )
+    if w.latency_limit:
+        out.append(f"latency limit (pgbench -L): {w.latency_limit} ms")
+    return out
+
+
 def plan_text(s: Scenario, cells: list[PlannedCell], hosts_by_count: bool = False) -> str:
     """The plan as printed before a run: every cell in order, its repetitions and estimate.
     ``hosts_by_count``: the hosts column says how many (a plan made without an inventory)."""
@@ -84,25 +132,32 @@ def plan_text(s: Scenario, cells: list[PlannedCell], hosts_by_count: bool = Fals
         reps = f"{a.min} to {a.max} repetitions (until the 95% CI is within {a.target_ci_pct:g}%)"
     else:
         reps = f"{s.repetitions} repetition" + ("s" if s.repetitions != 1 else "")
+    if w.target is not None:
+        reps = f"a rate search of at most {w.target.steps} steps"
     total = sum(estimate_seconds(c) for c in cells)
-    bound = "at most " if isinstance(s.repetitions, AdaptiveRepetitions) else "about "
+    searched = w.target is not None
+    bound = "at most " if isinstance(s.repetitions, AdaptiveRepetitions) or searched else "about "
     lines = [
         f"scenario {s.name}{size}: {len(cells)} cells x {reps}",
         f"pgbench -c {w.clients_per_host} -j {w.threads} {length} ({w.mode}) per client host"
         + (f", baseline {s.baseline}" if s.baseline else "")
         + f", {s.retries} retr{'y' if s.retries == 1 else 'ies'}",
     ]
+    lines += _rate_lines(s)
     lines += _settings_lines(s)
+    lines += _search_lines(s, cells)
     width = max((len(c.cell_id) for c in cells), default=4)
     lines.append(f"{'#':>5}  {'cell':<{width}}  {'hosts':<18}  {'reps':>4}  estimate")
     for c in cells:
+        extra = []
         hosts = ",".join(c.cell.hosts)
         if hosts_by_count:
             n = len(c.cell.hosts)
             hosts = f"{n} client host" + ("s" if n != 1 else "")
         hosts = hosts if len(hosts) <= 18 else f"{hosts[:15]}..."
         rep = f"{c.adaptive.min}-{c.adaptive.max}" if c.adaptive else str(c.repetitions)
-        extra = []
+        if c.search is not None:
+            rep = f"<={c.search.steps}"
         req = c.drive_request[0]
         if req["raid_level"] != "none":
             extra.append(f"{req['raid_method']} {req['raid_level']} of {'+'.join(req['drives'])}")

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from collector import ratesearch
 from collector.paths import REPO
 from collector.scenario.wording import PathError, _key, _show
 
@@ -154,6 +155,25 @@ class RaidSet(Strict):
         return self
 
 
+class RateTarget(Strict):
+    """``workload.target``: search each cell's highest total rate (over all its client
+    hosts) whose p99 over the window where all clients ran stays at or under ``p99_ms``
+    (:mod:`collector.ratesearch`; ``low`` and ``high`` are totals, rounded to a whole
+    ``-R`` per host)."""
+
+    p99_ms: float = Field(gt=0, le=3_600_000)
+    low: int | None = Field(None, ge=1, le=ratesearch.MAX_RATE)
+    high: int | None = Field(None, ge=2, le=ratesearch.MAX_RATE)
+    steps: int = Field(ratesearch.DEFAULT_STEPS, ge=1, le=ratesearch.MAX_STEPS)
+    within_pct: float = Field(ratesearch.DEFAULT_WITHIN_PCT, ge=1, le=50)
+
+    @model_validator(mode="after")
+    def _order(self) -> RateTarget:
+        if self.low is not None and self.high is not None and self.high <= self.low:
+            raise ValueError(f"high ({self.high}) must be above low ({self.low})")
+        return self
+
+
 class Workload(Strict):
     scale: Annotated[
         list[Annotated[int, Field(ge=1, le=100_000)]],
@@ -167,9 +187,23 @@ class Workload(Strict):
     transactions: int | None = Field(None, gt=0, le=1_000_000_000)
     mode: Literal["tpcb", "select-only", "simple-update", "custom"] = "tpcb"
     script: str | None = None
-    rate: int = Field(0, ge=0, le=10_000_000)
+    #: pgbench -R (transactions/s), 0: unthrottled; a list is an axis (one cell per value)
+    rate: Annotated[
+        list[Annotated[int, Field(ge=0, le=10_000_000)]],
+        BeforeValidator(_scalar_to_list),
+        AfterValidator(_unique()),
+        Field(min_length=1, max_length=32),
+    ] = Field(default_factory=lambda: [0])
+    #: host: each rate is every client host's -R (pgbench's own meaning); total: the
+    #: rate of all the cell's client hosts together, split evenly over them
+    rate_per: Literal["host", "total"] = "host"
+    #: pgbench -L in ms: transactions slower are counted late (and with -R skipped when
+    #: already later than it at their turn)
+    latency_limit: int | None = Field(None, ge=1, le=3_600_000)
     log: Literal["full", "sampled", "aggregate", "none"] = "full"
     init_options: list[Argument] = Field(default_factory=list, max_length=32)
+    #: the rate search (docs/scenarios.md, "Searching the sustained rate")
+    target: RateTarget | None = None
 
     @field_validator("script")
     @classmethod
@@ -203,6 +237,29 @@ class Workload(Strict):
             raise ValueError("mode: custom needs script: (a pgbench script file)")
         if self.mode != "custom" and self.script:
             raise ValueError(f"script is only for mode: custom (mode is {self.mode})")
+        return self
+
+    @model_validator(mode="after")
+    def _searchable(self) -> Workload:
+        """A target searches the rate: no rate given beside it, a per-transaction log of
+        every transaction to read the p99 from, and steps of one length (-T)."""
+        if self.target is None:
+            return self
+        rates = self.rate if isinstance(self.rate, list) else [self.rate]
+        if any(rates):
+            raise PathError(
+                "target",
+                f"searches the rate itself: remove workload.rate ({_show(self.rate)});"
+                " target.low and target.high bound the search",
+            )
+        if self.log != "full":
+            raise PathError(
+                "target",
+                f"needs the per-transaction log of every transaction (log: full) to read"
+                f" the p99 from; log is {self.log}",
+            )
+        if self.duration is None:
+            raise PathError("target", "needs duration (-T): every step of the search runs as long")
         return self
 
 
@@ -433,6 +490,21 @@ class Scenario(Strict):
         if self.baseline is not None and self.baseline not in singles | names:
             have = ", ".join([*self.drives, *(r.name for r in self.raid)])
             raise ValueError(f"baseline: {self.baseline!r} is not one of the drives (have: {have})")
+        return self
+
+    @model_validator(mode="after")
+    def _rate_split(self) -> Scenario:
+        """``rate_per: total``: every total rate splits into a whole ``-R`` of at least 1
+        per client host for every host count (no rounding: the rate run is the one asked)."""
+        if self.workload.rate_per != "total":
+            return self
+        for i, rate in enumerate(self.workload.rate):
+            for count in self.hosts:
+                if rate and rate % count:
+                    raise ValueError(
+                        f"workload.rate[{i}]: a total of {rate} does not split evenly over "
+                        f"{count} client hosts (rate_per: total; give a multiple of {count})"
+                    )
         return self
 
     def units(self) -> list[tuple[str, RaidSet | None]]:

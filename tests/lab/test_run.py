@@ -3,11 +3,16 @@ killed with SIGKILL after its first stored run and started again finishes with
 exactly the expected runs in the store; adaptive repetitions stop within their bounds;
 a scenario's PostgreSQL setting the server does not know is refused in seconds with
 nothing changed, and two sets of settings (wal_sync_method) are two stored cells that
-`drivelab compare` tells apart by that setting."""
+`drivelab compare` tells apart by that setting; a three-step rate sweep stores three
+runs with their p99 and the report lists them ordered by rate; the rate search on
+hdd7200 finds a sustained rate inside its bracket, and a real run at 1.5 times it
+breaks the target."""
 
 from __future__ import annotations
 
+import html
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -233,6 +238,174 @@ def test_two_sets_of_settings_are_two_stored_cells_with_their_applied_setting(la
         [" postgresql.settings.wal_sync_method ", " fdatasync ", " open_datasync "]
     ], cmp.stdout
     assert cmp.stdout.index(settings[0]) < cmp.stdout.index("baseline wal-sync: pg fdatasync")
+
+
+SEARCH = """\
+    ---
+    name: rate-search
+    drives: [hdd7200]
+    placement: [cluster]
+    workload:
+      scale: [5]
+      duration: 8
+      target: {p99_ms: 200, low: 20, high: 160, steps: 6, within_pct: 25}
+    hosts: [2]
+"""
+
+
+def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_breaks(
+    lab2, tmp_path, monkeypatch
+):
+    """hdd7200 (120 IOPS) with its WAL on the drive (placement cluster): 20/s in all holds
+    at p99 well under 200 ms, 200/s does not (tests/data/txlog-rate: p99 36 to 61 ms, and
+    3.6 s with the lag growing), so 200 ms tells them apart with room for the fsync
+    outliers of a short run. The search brackets the edge to within 25 % in at most 6
+    steps of -T 8; then a real run at 1.5 times the sustained rate, on the same
+    database, breaks the target."""
+    from collector import ratesearch as rs  # noqa: PLC0415
+    from collector import runner  # noqa: PLC0415
+    from collector import scenario as sc  # noqa: PLC0415
+    from collector.gather import gather_run  # noqa: PLC0415
+    from collector.scenariorun import step_cell  # noqa: PLC0415
+
+    scenario = tmp_path / "rate-search.yml"
+    scenario.write_text(textwrap.dedent(SEARCH))
+    results = tmp_path / "results"
+    env = dict(os.environ, DRIVELAB_RESULTS=str(results), COLUMNS="200")
+    started = time.monotonic()
+    proc = drivelab_run(scenario, env)
+    out, _ = proc.communicate(timeout=1200)
+    searched_s = time.monotonic() - started
+    assert proc.returncode == 0, out[-3000:]
+    con = sqlite3.connect(results / "drivelab.db")
+    try:
+        (doc,) = [json.loads(v) for (v,) in con.execute(
+            "SELECT value_json FROM facts WHERE scope = 'rate_search'")]  # fmt: skip
+        windows = dict(con.execute(
+            """SELECT c.key, f.value_json FROM cells c JOIN runs r ON r.cell_id = c.id
+               JOIN facts f ON f.run_id = r.id AND f.key = 'latency_window'"""
+        ).fetchall())  # fmt: skip
+    finally:
+        con.close()
+    steps = doc["steps"]
+    print(f"rate search: {doc['text']} in {searched_s:.0f} s;"
+          f" steps {[(s['rate'], round(s['p99_ms'] or -1, 1), s['holds']) for s in steps]}")  # fmt: skip
+    assert doc["status"] == rs.CONVERGED, doc["text"]
+    assert 2 <= len(steps) <= 6
+    held, broke = doc["holds_at"], doc["breaks_at"]
+    assert held is not None and broke is not None and held < broke
+    assert held >= broke * 0.75  # within 25 %
+    # inside its bracket: the rate reported held (p99 under the target, sustained), the
+    # bracket's top broke, each as stored with its own run
+    by_rate = {s["rate"]: s for s in steps}
+    assert by_rate[held]["holds"] and by_rate[held]["p99_ms"] <= 200
+    assert not by_rate[broke]["holds"]
+    assert len(windows) == len(steps)  # one stored run, and cell, per step
+    assert sorted(p.name for p in (results / "runs" / "rate-search").iterdir()) == sorted(
+        ["hdd7200-ext4-cluster-s5-h2-tpcb"]
+        + [f"hdd7200-ext4-cluster-s5-h2-tpcb-r{s['rate'] // 2}" for s in steps]
+    )
+    # the report says it, per drive and cell
+    assert f"rate search hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8: {doc['text']}" in out
+    page = (results / "rate-search.html").read_text()
+    assert "<h3>Rate search</h3>" in page and html.escape(doc["text"]) in page
+
+    # a real run at 1.5 times the sustained rate (a whole -R per host, rounded up), warm
+    # as the search's steps are
+    monkeypatch.setenv("DRIVELAB_RESULTS", str(results))
+    inventory = REPO / "inventory" / "local" / "hosts.yml"
+    planned = sc.expand(sc.load(scenario), sc.load_inventory(inventory))[0]
+    over = 2 * math.ceil(held * 1.5 / 2)
+    cell = step_cell(planned.cell, over)
+    # repetition 1: if 1.5 times is a rate the search ran, its step's folder stays
+    run_dir = runner.run_pgbench(cell, 1, client_hosts=list(cell.hosts), db_host="dbhost",
+                                 inventory=inventory, cold_start=False)  # fmt: skip
+    gathered = gather_run(run_dir)
+    window = gathered.run.facts.get("latency_window")
+    complete = gathered.run.status.value == "complete"
+    obs = rs.observation(over, window, complete=complete, reason=gathered.run.reason)
+    holds, why = obs.verdict(200)
+    print(f"1.5 x {held} = {over}/s total: {why}")
+    assert complete, gathered.run.reason
+    assert not holds, why
+    assert obs.p99_ms is not None and obs.p99_ms > 200, why
+
+
+RATE_SWEEP = """\
+    ---
+    name: rate-sweep
+    drives: [nvme]
+    placement: [tablespace]
+    workload:
+      scale: [5]
+      clients_per_host: 4
+      threads: 2
+      duration: 8
+      rate: [400, 100, 200]
+      rate_per: total
+      latency_limit: 500
+    hosts: [2]
+    repetitions: 1
+    retries: 0
+"""
+
+
+def test_a_rate_sweep_stores_each_step_with_its_p99_and_reports_them_by_rate(lab2, tmp_path):
+    """Three total rates (given out of order) split over two client hosts, on nvme (it
+    held 800/s in all in tests/data/txlog-rate): three runs, each with its window's p99
+    and the -R and -L pgbench ran; the report's latency table lists them by rate, each
+    achieved within 15 % of the rate asked."""
+    scenario = tmp_path / "rate-sweep.yml"
+    scenario.write_text(textwrap.dedent(RATE_SWEEP))
+    env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"))
+    proc = drivelab_run(scenario, env)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    con = sqlite3.connect(tmp_path / "results" / "drivelab.db")
+    try:
+        rows = con.execute(
+            """SELECT c.key, r.status, w.value_json, k.value_json FROM cells c
+               JOIN runs r ON r.cell_id = c.id
+               JOIN facts w ON w.run_id = r.id AND w.key = 'latency_window'
+               JOIN facts k ON k.run_id = r.id AND k.key = 'commands' ORDER BY r.id"""
+        ).fetchall()
+    finally:
+        con.close()
+    assert len(rows) == 3, rows
+    totals = []
+    for key, status, window_json, commands_json in rows:
+        w = json.loads(window_json)
+        assert status == "complete", key
+        assert w["p99_ms"] > 0 and w["p50_ms"] <= w["p99_ms"], (key, w)
+        assert (w["rate_per"], w["rate_per_host"] * 2) == ("total", w["rate_total"]), w
+        assert key.endswith(f"R{w['rate_per_host']} L500")
+        assert w["late"] is not None and w["skipped"] is not None
+        for argv in json.loads(commands_json).values():
+            at = argv.index("-R")
+            assert argv[at + 1] == str(w["rate_per_host"]), argv
+            assert argv[argv.index("-L") + 1] == "500", argv
+        totals.append(w["rate_total"])
+    assert totals == [400, 100, 200]  # the file's order
+    runs = tmp_path / "results" / "runs" / "rate-sweep"
+    assert sorted(p.name for p in runs.iterdir()) == [
+        f"nvme-ext4-tablespace-s5-h2-tpcb-r{r}" for r in (100, 200, 50)
+    ]
+    report = subprocess.run(
+        [str(BIN / "drivelab"), "report", "rate-sweep"],
+        cwd=REPO, env=dict(env, COLUMNS="80"), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    lines = [line.rstrip() for line in report.stdout.splitlines()]
+    assert all(len(line) <= 80 for line in lines), report.stdout
+    title = "nvme tpcb ext4 tablespace s5 2cl c4 j2 T8 L500: latency under load"
+    at = lines.index(title)
+    end = next(i for i in range(at, len(lines)) if lines[i].startswith("rate/s: "))
+    table = [line.split() for line in lines[at + 3 : end]]
+    assert [r[0] for r in table] == ["100", "200", "400"], report.stdout
+    for r in table:
+        assert abs(float(r[1].replace(",", "")) / int(r[0]) - 1) < 0.15, r
+        assert float(r[4].replace(",", "")) > 0, r  # p99 ms
+    assert "given total" in " ".join(report.stdout.split())
 
 
 def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path, monkeypatch):

@@ -184,6 +184,8 @@ def test_csv_and_json_export(results_db, tmp_path, capsys):
         "runs.csv",
         "series.csv",
         "latency_histogram.csv",
+        "latency_steps.csv",
+        "latency_series.csv",
         "telemetry.csv",
         "pretests.csv",
         "facts.csv",

@@ -1,0 +1,556 @@
+"""The rate search's bisection (collector.ratesearch): what it runs next, when it
+stops, what it reports, and that it resumes from stored steps; judged on model drives
+(a latency that grows with the rate) and on the p99s of real ``pgbench -R -l`` logs
+captured on the lab (tests/data/txlog-rate/README.md)."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from collector import ratesearch as rs
+from collector import scenario as sc
+from collector.errors import DrivelabError
+from collector.parse import pgbench, txlog
+from collector.records import RunRecord, RunStatus
+from collector.report import html as html_report
+from collector.report import load, terminal
+from collector.scenariorun import RunOptions, ScenarioRun
+from collector.store import Store
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "txlog-rate"
+
+
+def model(capacity: float, knee_ms: float = 5.0):
+    """A drive whose p99 is ``knee_ms`` at low load and grows without bound as the
+    total rate nears ``capacity`` (an M/M/1 queue's shape); above it the lag grows."""
+
+    def observe(rate: int) -> rs.Observation:
+        if rate >= capacity:
+            return rs.Observation(rate, 3000.0, False, True, "rate not sustained: lag grew")
+        return rs.Observation(rate, knee_ms / (1 - rate / capacity), True, True)
+
+    return observe
+
+
+def search(spec: rs.SearchSpec, observe) -> tuple[rs.SearchResult, list[rs.Decision]]:
+    """Runs the search to its end against ``observe``; the result and every decision."""
+    seen: list[rs.Observation] = []
+    decisions = []
+    for _ in range(rs.MAX_STEPS + 1):
+        d = rs.next_step(spec, seen)
+        decisions.append(d)
+        if d.rate is None:
+            assert d.result is not None
+            return d.result, decisions
+        assert d.rate not in {o.rate for o in seen}, f"{d.rate} run twice"
+        seen.append(observe(d.rate))
+    raise AssertionError("the search did not end within MAX_STEPS + 1 decisions")
+
+
+def capacity_at(target_ms: float, capacity: float, knee_ms: float = 5.0) -> float:
+    """The highest rate the model holds at ``target_ms``."""
+    return capacity * (1 - knee_ms / target_ms)
+
+
+CASES = {
+    # name: (spec, model capacity)
+    "default start, capacity above it": (rs.SearchSpec(p99_ms=20), 1000),
+    "default start, capacity below it": (rs.SearchSpec(p99_ms=20), 37),
+    "bracket given around it": (rs.SearchSpec(p99_ms=50, low=20, high=200), 120),
+    "bracket given below it": (rs.SearchSpec(p99_ms=50, low=20, high=40), 120),
+    "bracket given above it": (rs.SearchSpec(p99_ms=50, low=400, high=800), 120),
+    "two hosts": (rs.SearchSpec(p99_ms=20, quantum=2), 333),
+    "three hosts, tight": (rs.SearchSpec(p99_ms=20, quantum=3, within_pct=2), 777),
+    "fast drive": (rs.SearchSpec(p99_ms=10, low=1000, quantum=2), 40_000),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_search_brackets_the_sustained_rate_within_the_ratio(name):
+    spec, capacity = CASES[name]
+    result, decisions = search(spec, model(capacity))
+    true = capacity_at(spec.p99_ms, capacity)
+    assert result.status == rs.CONVERGED, result.text
+    assert result.holds_at is not None and result.breaks_at is not None
+    assert result.holds_at <= true < result.breaks_at
+    assert result.holds_at >= result.breaks_at * (1 - spec.within_pct / 100) or (
+        result.breaks_at - result.holds_at == spec.quantum
+    )
+    assert len(result.steps) <= spec.steps
+    assert all(s.rate % spec.quantum == 0 for s in result.steps)
+    # the bracket's ends were run and judged so
+    by_rate = {s.rate: s for s in result.steps}
+    assert by_rate[result.holds_at].holds and not by_rate[result.breaks_at].holds
+    assert decisions[0].rate == spec.start
+
+
+def test_steps_needed_as_documented():
+    """docs/scenarios.md: from a given bracket of ratio r, bisection to 10 % (a ratio
+    of 1/0.9) takes ceil(log2(ln r / ln(1/0.9))) steps after the two ends; doubling from
+    the default start adds one step per doubling."""
+    spec = rs.SearchSpec(p99_ms=50, low=20, high=160)  # ratio 8
+    result, _ = search(spec, model(130))
+    bisect = math.ceil(math.log2(math.log(8) / -math.log(0.9)))
+    assert bisect == 5
+    assert len(result.steps) <= 2 + bisect
+    # default start 100, capacity at ~6000: 100, 200 ... 6400 (7), then bisect from x2
+    result, _ = search(rs.SearchSpec(p99_ms=20), model(8000))
+    assert result.status == rs.CONVERGED
+    assert len(result.steps) <= 7 + math.ceil(math.log2(math.log(2) / -math.log(0.9)))
+    assert len(result.steps) <= rs.DEFAULT_STEPS
+
+
+def test_start_doubles_and_halves():
+    spec = rs.SearchSpec(p99_ms=20, low=100)
+    hold = rs.Observation(100, 5.0, True, True)
+    brk = rs.Observation(100, 50.0, True, True)
+    assert rs.next_step(spec, []) == rs.Decision(100, why="start")
+    assert rs.next_step(spec, [hold]) == rs.Decision(200, why="double")
+    assert rs.next_step(spec, [brk]) == rs.Decision(50, why="halve")
+    given = rs.SearchSpec(p99_ms=20, low=100, high=1000)
+    assert rs.next_step(given, [hold]) == rs.Decision(1000, why="high")
+    # high held too: doubling from it
+    assert rs.next_step(given, [hold, rs.Observation(1000, 9.0, True, True)]).rate == 2000
+    # bisection: geometric mean, rounded to a multiple of the hosts
+    two = rs.SearchSpec(p99_ms=20, low=20, high=200, quantum=2)
+    obs = [rs.Observation(20, 5.0, True, True), rs.Observation(200, 80.0, True, True)]
+    assert rs.next_step(two, obs) == rs.Decision(64, why="bisect")  # sqrt(4000) = 63.2
+
+
+def test_steps_exhausted_keeps_the_bracket_it_has():
+    spec = rs.SearchSpec(p99_ms=50, low=10, high=10_000, steps=3)
+    result, _ = search(spec, model(500))
+    assert result.status == rs.STEPS_EXHAUSTED
+    assert len(result.steps) == 3
+    assert result.holds_at is not None and result.breaks_at is not None
+    assert result.holds_at <= capacity_at(50, 500) < result.breaks_at
+    assert "3 steps, the most: bracket " in result.text and "wider than 10 %" in result.text
+
+
+def test_nothing_holds_down_to_one_per_host():
+    spec = rs.SearchSpec(p99_ms=1, low=16, quantum=2)
+    result, decisions = search(spec, model(1e9, knee_ms=5.0))  # p99 >= 5 ms at any rate
+    assert [d.rate for d in decisions[:-1]] == [16, 8, 4, 2]
+    assert result.status == rs.NO_HOLD and result.holds_at is None
+    assert result.sustained_rate is None
+    assert result.text == (
+        "no rate sustained at p99 <= 1 ms (breaks at 2/s total, the lowest rate run; 4 steps)"
+    )
+
+
+def test_nothing_breaks_within_the_steps():
+    result, _ = search(rs.SearchSpec(p99_ms=20, low=100, steps=4), model(1e12))
+    assert result.status == rs.NO_BREAK and result.breaks_at is None
+    assert result.holds_at == 800
+    assert result.text == (
+        "sustained at least 800/s total at p99 <= 20 ms (held at every rate run, up to 800;"
+        " no break found in 4 steps)"
+    )
+
+
+def test_nothing_breaks_up_to_the_highest_rate():
+    spec = rs.SearchSpec(p99_ms=20, low=rs.MAX_RATE // 2, steps=5)
+    result, decisions = search(spec, model(1e12))
+    assert [d.rate for d in decisions[:-1]] == [rs.MAX_RATE // 2, rs.MAX_RATE]
+    assert result.status == rs.NO_BREAK and result.holds_at == rs.MAX_RATE
+
+
+def test_result_text_and_json():
+    obs = [
+        rs.Observation(180, 15.0, True, True),
+        rs.Observation(200, 25.0, True, True),
+    ]
+    result = rs.next_step(rs.SearchSpec(p99_ms=20, low=180, high=200), obs).result
+    assert result is not None
+    assert result.text == (
+        "sustained 180/s total at p99 <= 20 ms (holds at 180, breaks at 200; 2 steps)"
+    )
+    doc = result.to_json()
+    assert doc["sustained_rate"] == 180 and doc["breaks_at"] == 200
+    assert doc["status"] == "converged" and doc["text"] == result.text
+    assert doc["steps"][1] == {
+        "rate": 200, "holds": False, "why": "p99 25.0 ms > 20 ms", "p99_ms": 25.0,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("model_capacity", [50, 333, 5000])
+def test_resume_from_any_prefix_asks_the_same_next_rate(model_capacity):
+    """The state is the stored steps: a search killed after k steps and started again
+    (its observations read back, in any order) asks what the whole one asked."""
+    spec = rs.SearchSpec(p99_ms=30, quantum=2)
+    observe = model(model_capacity)
+    _, decisions = search(spec, observe)
+    rates = [d.rate for d in decisions[:-1]]
+    for k in range(len(rates)):
+        stored = [observe(r) for r in rates[:k]]
+        assert rs.next_step(spec, stored).rate == rates[k]
+        assert rs.next_step(spec, list(reversed(stored))).rate == rates[k]
+    final = rs.next_step(spec, [observe(r) for r in rates])
+    assert final.rate is None and final.result == decisions[-1].result
+
+
+def test_a_changed_target_rejudges_the_stored_steps():
+    stored = [rs.Observation(100, 12.0, True, True), rs.Observation(200, 30.0, True, True)]
+    loose = rs.next_step(rs.SearchSpec(p99_ms=50), stored)
+    assert loose.rate == 400 and loose.why == "double"  # both hold at 50 ms
+    tight = rs.next_step(rs.SearchSpec(p99_ms=20), stored)
+    assert tight.rate == 141 and tight.why == "bisect"  # 100 holds, 200 breaks
+
+
+def test_a_rate_run_again_counts_once_the_later_reading():
+    spec = rs.SearchSpec(p99_ms=20)
+    first = rs.Observation(100, None, None, False, "client2: pgbench exited 1")
+    again = rs.Observation(100, 8.0, True, True)
+    assert rs.next_step(spec, [first, again]).rate == 200
+    assert len(rs.judge(spec, [first, again])) == 1
+
+
+def test_a_hold_above_the_lowest_break_does_not_move_the_bracket():
+    spec = rs.SearchSpec(p99_ms=20, within_pct=10)
+    obs = [
+        rs.Observation(100, 10.0, True, True),
+        rs.Observation(200, 40.0, True, True),
+        rs.Observation(141, 25.0, True, True),
+        rs.Observation(170, 19.0, True, True),  # noise: held above the break at 141
+    ]
+    d = rs.next_step(spec, obs)
+    assert d.rate == 119  # between 100 (holds) and 141 (the lowest break)
+    obs += [rs.Observation(119, 15.0, True, True), rs.Observation(130, 18.0, True, True)]
+    result = rs.next_step(spec, obs).result
+    assert result is not None and (result.holds_at, result.breaks_at) == (130, 141)
+    assert result.held_above_break == (170,)
+    assert "held again at 170, above the break: noisy near the edge" in result.text
+
+
+def test_a_bracket_one_rate_per_host_wide_is_done():
+    spec = rs.SearchSpec(p99_ms=20, within_pct=1, quantum=4)
+    obs = [rs.Observation(8, 5.0, True, True), rs.Observation(12, 50.0, True, True)]
+    result = rs.next_step(spec, obs).result
+    assert result is not None and result.status == rs.CONVERGED
+    assert (result.holds_at, result.breaks_at) == (8, 12)
+
+
+def test_what_holds():
+    target = 20.0
+    cases = {
+        "under the target, sustained": (rs.Observation(10, 19.9, True, True), True),
+        "at the target": (rs.Observation(10, 20.0, True, True), True),
+        "over the target": (rs.Observation(10, 20.1, True, True), False),
+        "under the target, lag grew": (
+            rs.Observation(10, 5.0, False, True, "rate not sustained: lag grew"),
+            False,
+        ),
+        "under the target, lag not read": (rs.Observation(10, 5.0, None, True), True),
+        "a client partial": (rs.Observation(10, 5.0, True, False, "client2: exited 1"), False),
+        "no transaction in the window": (rs.Observation(10, None, None, True), False),
+    }
+    for name, (obs, holds) in cases.items():
+        got, why = obs.verdict(target)
+        assert got is holds, (name, why)
+    assert rs.Observation(10, 5.0, True, False, "client2: exited 1").verdict(target)[1] == (
+        "not complete: client2: exited 1"
+    )
+
+
+def test_spec_bounds():
+    for bad in (
+        {"p99_ms": 0},
+        {"p99_ms": 20, "steps": 0},
+        {"p99_ms": 20, "steps": rs.MAX_STEPS + 1},
+        {"p99_ms": 20, "within_pct": 0},
+        {"p99_ms": 20, "low": 200, "high": 100},
+        {"p99_ms": 20, "quantum": 0},
+    ):
+        with pytest.raises(ValueError):
+            rs.SearchSpec(**bad)
+    assert rs.SearchSpec(p99_ms=20, quantum=3).start == 99
+    assert rs.SearchSpec(p99_ms=20, low=1, quantum=3).start == 3
+
+
+# --------------------------------------------------------------------------- real logs
+
+#: capture folder -> total rate offered (two client hosts, -R per host)
+CAPTURES = {
+    "hdd7200-cluster-r10": 20,
+    "hdd7200-cluster-r100": 200,
+    "hdd7200-cluster-r100-L50": 200,
+    "hdd7200-tablespace-r100": 200,
+    "nvme-tablespace-r400": 800,
+    "nvme-tablespace-r400-L2": 800,
+}
+LIMITS = {"hdd7200-cluster-r100-L50": 0.050, "nvme-tablespace-r400-L2": 0.002}
+
+
+def captured(run: str) -> rs.Observation:
+    """A capture as a step: its p99 over the window where both clients ran (the merged
+    per-second histograms) and its lag reading, as a run's latency_window fact has them."""
+    series = []
+    for client in ("client1", "client2"):
+        files = sorted((DATA / run).glob(f"{client}.[0-9]*"))
+        summary = pgbench.summarize_txlog(files, latency_limit_s=LIMITS.get(run))
+        series.append(summary.latency_series)
+    merged = txlog.merge_latency_series(series)
+    lo = max(s.first_second for s in series)
+    hi = min(s.first_second + s.seconds - 1 for s in series)
+    p99 = txlog.window_percentiles(merged, lo, hi, (0.99,))[0.99]
+    lag = txlog.read_lag(txlog.latency_points(merged))
+    window = {
+        "p99_ms": p99 * 1e3,
+        "lag": {"sustained": lag.sustained, "reason": lag.reason},
+    }
+    return rs.observation(CAPTURES[run], window, complete=True)
+
+
+def test_real_captures_hold_or_break_as_measured():
+    """hdd7200 with its WAL on the drive holds 20/s in all with p99 36 ms and breaks at
+    200/s (the lag grows to seconds); with -L 50 its p99 stays under 150 ms, yet 45 % of
+    the schedule was skipped: not sustained, so it breaks even a loose target."""
+    obs = {run: captured(run) for run in CAPTURES}
+    p99 = {run: o.p99_ms for run, o in obs.items()}
+    assert 30 < p99["hdd7200-cluster-r10"] < 45
+    assert p99["hdd7200-cluster-r100"] > 3000
+    assert 140 < p99["hdd7200-cluster-r100-L50"] < 160
+    assert p99["nvme-tablespace-r400"] < 10
+    verdicts = {run: o.verdict(50.0)[0] for run, o in obs.items()}
+    assert verdicts == {
+        "hdd7200-cluster-r10": True,
+        "hdd7200-cluster-r100": False,  # p99 seconds, lag grew
+        "hdd7200-cluster-r100-L50": False,  # p99 150 ms > 50
+        "hdd7200-tablespace-r100": True,  # WAL off the drive: 200/s at p99 11 ms
+        "nvme-tablespace-r400": True,
+        "nvme-tablespace-r400-L2": False,  # p99 13 ms, but 6 % skipped under -L 2
+    }
+    loose = obs["hdd7200-cluster-r100-L50"].verdict(500.0)
+    assert loose[0] is False and "skipped" in loose[1]
+    assert obs["nvme-tablespace-r400-L2"].verdict(20.0)[0] is False
+
+
+def test_search_on_the_real_hdd7200_cluster_steps():
+    """Started at 20/s with 200/s as high on hdd7200 (cluster): 20 holds at 50 ms, 200
+    breaks, so the next step is their geometric mean, 64/s (two hosts: 32 each); at a
+    20 ms target 20/s already breaks (p99 36 ms), so the search halves."""
+    spec = rs.SearchSpec(p99_ms=50, low=20, high=200, quantum=2)
+    low, high = captured("hdd7200-cluster-r10"), captured("hdd7200-cluster-r100")
+    assert rs.next_step(spec, []).rate == 20
+    assert rs.next_step(spec, [low]).rate == 200
+    d = rs.next_step(spec, [low, high])
+    assert (d.rate, d.why) == (64, "bisect")
+    tight = rs.SearchSpec(p99_ms=20, low=20, high=200, quantum=2)
+    assert rs.next_step(tight, [low]) == rs.Decision(10, why="halve")
+    # stopped here (the most steps: 2): the bracket the captures give
+    result = rs.next_step(rs.SearchSpec(p99_ms=50, low=20, high=200, quantum=2, steps=2),
+                          [low, high]).result  # fmt: skip
+    assert result is not None and result.status == rs.STEPS_EXHAUSTED
+    assert (result.holds_at, result.breaks_at) == (20, 200)
+    assert result.text.startswith(
+        "sustained 20/s total at p99 <= 50 ms (holds at 20, breaks at 200"
+    )
+
+
+def test_observation_from_a_window_fact():
+    window = {"p99_ms": 12.5, "lag": {"sustained": False, "reason": "rate not sustained: x"}}
+    obs = rs.observation(64, window, complete=True)
+    assert obs == rs.Observation(64, 12.5, False, True, "rate not sustained: x")
+    assert rs.observation(64, None, complete=False, reason="client1: failed") == (
+        rs.Observation(64, None, None, False, "client1: failed")
+    )
+    assert rs.observation(64, {"p99_ms": None, "lag": None}, complete=True).p99_ms is None
+
+
+# --------------------------------------------------------------------------- the scenario
+
+
+def _scenario(tmp_path: Path, workload: str, hosts: str = "[2]") -> Path:
+    path = tmp_path / "search.yml"
+    path.write_text(
+        "name: search-t\ndrives: [hdd7200, nvme]\nplacement: [cluster]\n"
+        f"workload: {workload}\nhosts: {hosts}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("workload", "expected"),
+    [
+        (
+            "{scale: 5, duration: 8, rate: [10, 20], target: {p99_ms: 50}}",
+            "workload.target: searches the rate itself: remove workload.rate ([10, 20]);"
+            " target.low and target.high bound the search",
+        ),
+        (
+            "{scale: 5, duration: 8, rate: 10, target: {p99_ms: 50}}",
+            "workload.target: searches the rate itself: remove workload.rate ([10])",
+        ),
+        (
+            "{scale: 5, duration: 8, log: aggregate, target: {p99_ms: 50}}",
+            "workload.target: needs the per-transaction log of every transaction (log: full)"
+            " to read the p99 from; log is aggregate",
+        ),
+        (
+            "{scale: 5, duration: 8, log: none, target: {p99_ms: 50}}",
+            "workload.target: needs the per-transaction log of every transaction (log: full)"
+            " to read the p99 from; log is none",
+        ),
+        (
+            "{scale: 5, transactions: 100, target: {p99_ms: 50}}",
+            "workload.target: needs duration (-T): every step of the search runs as long",
+        ),
+        (
+            "{scale: 5, duration: 8, target: {p99_ms: 50, low: 200, high: 100}}",
+            "workload.target: high (100) must be above low (200)",
+        ),
+        (
+            "{scale: 5, duration: 8, target: {p99_ms: 50, steps: 25}}",
+            "workload.target.steps: must be at most 24 (got 25)",
+        ),
+        ("{scale: 5, duration: 8, target: {p99_ms: 0}}", "workload.target.p99_ms: must be greater"),
+        ("{scale: 5, duration: 8, target: {p99: 50}}", "workload.target.p99_ms: required, missing"),
+    ],
+)
+def test_a_target_that_cannot_be_searched_is_one_line(tmp_path, workload, expected):
+    path = _scenario(tmp_path, workload)
+    with pytest.raises(DrivelabError) as info:
+        sc.load(path)
+    assert str(info.value).startswith(f"{path}: {expected}"), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+INVENTORY = sc.load_inventory(Path(__file__).resolve().parent.parent / "data" / "inventory")
+
+
+def test_the_plan_says_each_cell_is_searched_with_its_most_steps_and_time(tmp_path):
+    path = _scenario(tmp_path, "{scale: 5, duration: 8, target: {p99_ms: 50, low: 21, steps: 7}}",
+                     hosts="[1, 2]")  # fmt: skip
+    s = sc.load(path)
+    cells = sc.expand(s, INVENTORY)
+    assert [c.search.quantum for c in cells if c.search] == [1, 2, 1, 2]
+    assert all(c.search == rs.SearchSpec(p99_ms=50, low=21, steps=7, quantum=c.search.quantum)
+               for c in cells if c.search)  # fmt: skip
+    assert cells[1].search.start == 22  # 21 in all, a whole -R per host: 11 each
+    # each step one run of -T 8 plus the per-run overhead, the database once
+    assert sc.estimate_seconds(cells[0]) == 7 * (8 + sc.OVERHEAD_PER_REPETITION) + sc.init_seconds(
+        cells[0]
+    )
+    text = sc.plan_text(s, cells)
+    assert "4 cells x a rate search of at most 7 steps" in text
+    assert "rate search per cell: the highest total rate with p99 <= 50 ms over" in text
+    assert "at most 7 steps of one run each (repetitions do not apply)" in text
+    assert "at most 3 min 51 s per cell" in text  # 7 x (8 + 25) s
+    assert text.splitlines()[-1].startswith("estimated duration: at most ")
+    assert all(len(line) <= 80 for line in text.splitlines())
+    rows = [line for line in text.splitlines() if "-tpcb" in line]
+    assert len(rows) == 4 and all(" <=7 " in r for r in rows)
+    # without a target: nothing of it
+    plain = sc.load(_scenario(tmp_path, "{scale: 5, duration: 8}"))
+    plain_cells = sc.expand(plain, INVENTORY)
+    assert all(c.search is None for c in plain_cells)
+    assert "rate search" not in sc.plan_text(plain, plain_cells)
+
+
+# --------------------------------------------------------------------------- the runner loop
+
+
+class Killed(Exception):
+    """Stands for the SIGKILL of a search mid-way."""
+
+
+class ModelRun(ScenarioRun):
+    """A scenario run whose steps are stored as the real path stores them (a gathered
+    run's status and its ``latency_window`` fact, in a real store) but whose p99 comes
+    from a model drive instead of the playbooks (the lab test runs the real ones).
+    ``kill_after``: raise :class:`Killed` once that many steps were stored."""
+
+    def __init__(self, *args, capacity: float, kill_after: int | None = None, **kw):
+        super().__init__(*args, **kw)
+        self.observe = model(capacity)
+        self.kill_after = kill_after
+        self.ran: list[tuple[str, int]] = []
+
+    def prepare_or_skip(self, planned, head) -> bool:
+        return True
+
+    def run_one(self, planned, rep, head, tps, attempt=1, last=True, cold_start=True) -> bool:  # noqa: PLR0917
+        assert cold_start is False  # a step is measured warm
+        if self.kill_after is not None and len(self.ran) >= self.kill_after:
+            raise Killed
+        cell = planned.cell
+        total = cell.pgbench.rate * len(cell.hosts)
+        self.ran.append((cell.cell_id, total))
+        obs = self.observe(total)
+        window = {"p99_ms": obs.p99_ms, "rate_total": total,
+                  "lag": {"sustained": obs.sustained, "reason": obs.reason or "sustained"}}  # fmt: skip
+        run = RunRecord(repetition=rep, status=RunStatus.COMPLETE, attempt=attempt,
+                        facts={"latency_window": window})  # fmt: skip
+        with Store.open(self.opts.db) as store:
+            sid = store.add_scenario(cell.scenario)
+            store.record_run(store.add_cell(sid, cell.spec), run)
+        self.progress.done += 1
+        return True
+
+
+def _search_run(tmp_path, **kw) -> ModelRun:
+    tmp_path.mkdir(exist_ok=True)
+    path = _scenario(tmp_path, "{scale: 5, duration: 8, target: {p99_ms: 50, low: 20, high: 200}}")
+    s = sc.load(path)
+    cells = [c for c in sc.expand(s, INVENTORY) if c.cell.drive == "hdd7200"]
+    opts = RunOptions(inventory=tmp_path / "hosts.yml", db=tmp_path / "drivelab.db")
+    return ModelRun(s, cells, INVENTORY, opts, Console(file=io.StringIO(), width=200), **kw)
+
+
+def test_each_step_is_its_own_cell_and_a_killed_search_resumes_where_it_stopped(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
+    # the whole search at once, for reference
+    whole = _search_run(tmp_path / "a", capacity=150)
+    whole.run_cell(whole.cells[0])
+    rates = [r for _, r in whole.ran]
+    assert rates[:3] == [20, 200, 64]  # low, high, then their geometric mean
+    assert len({cid for cid, _ in whole.ran}) == len(rates)  # a cell per step
+    assert whole.ran[2][0] == "hdd7200-ext4-cluster-s5-h2-tpcb-r32"  # -R 32 per host
+    # killed after 3 steps, started again: the stored steps are read back, not run again
+    first = _search_run(tmp_path / "b", capacity=150, kill_after=3)
+    with pytest.raises(Killed):
+        first.run_cell(first.cells[0])
+    again = _search_run(tmp_path / "b", capacity=150)
+    again.run_cell(again.cells[0])
+    assert [r for _, r in first.ran] + [r for _, r in again.ran] == rates
+    out = again.console.file.getvalue()
+    assert "3 steps of the search stored, going on" in out
+    # the result, stored once as the fact rate_search, is what the report prints
+    with Store.open(tmp_path / "b" / "drivelab.db", create=False) as store:
+        view = load(store, "search-t")
+        facts = [f for f in store.facts(store.scenario("search-t").id) if f.scope == rs.FACT]
+    assert len(facts) == 1
+    doc = facts[0].value
+    true = capacity_at(50, 150)  # the model's edge: 135/s
+    assert doc["holds_at"] <= true < doc["breaks_at"]
+    assert doc["status"] == rs.CONVERGED and doc["cell"] == again.cells[0].cell.spec.key
+    assert [s["rate"] for s in doc["steps"]] == rates
+    assert doc["steps"][2]["cell"].startswith("hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8 R32")
+    line = (
+        f"hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8: sustained {doc['holds_at']}/s total at"
+        f" p99 <= 50 ms (holds at {doc['holds_at']}, breaks at {doc['breaks_at']};"
+        f" {len(rates)} steps)"
+    )
+    assert terminal.search_lines(view) == [line]
+    assert (
+        f"[{again.cells[0].index}/{again.cells[0].total}] {again.cells[0].cell_id}: "
+        + line[len("hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8: ") :]
+        in out
+    )
+    page = html_report.render([view])
+    assert "<h3>Rate search</h3>" in page and f"{doc['holds_at']}/s" in page
+    # started once more: nothing runs, the result is not stored twice
+    third = _search_run(tmp_path / "b", capacity=150)
+    third.run_cell(third.cells[0])
+    assert third.ran == []
+    with Store.open(tmp_path / "b" / "drivelab.db", create=False) as store:
+        sid = store.scenario("search-t").id
+        assert len([f for f in store.facts(sid) if f.scope == rs.FACT]) == 1
