@@ -100,6 +100,11 @@ def test_a_full_results_folder_stops_the_playbook_and_says_so(tmp_path, monkeypa
         playbook = tmp_path / "noisy.yml"
         playbook.write_text(NOISY)
         marker = tmp_path / "marker"
+        # run_playbook's temporary folder goes to a folder of this test's own, so what
+        # other processes make in /tmp meanwhile cannot look like a leftover
+        own_tmp = tmp_path / "tmp"
+        own_tmp.mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(own_tmp))
         before = set(Path(tempfile.gettempdir()).glob("drivelab-*"))
         with pytest.raises(OSError, match="No space left") as info:
             run_playbook(
