@@ -182,6 +182,9 @@ class RunMeta:
     path: Path | None = None
     #: 1, or the retry's number (a partial or failed attempt run again)
     attempt: int = 1
+    #: checkpoint, restart and dropped caches before the run (False: a rate search's
+    #: steps, which run warm)
+    cold_start: bool = True
 
     @property
     def log(self) -> str:
@@ -205,6 +208,7 @@ class RunMeta:
             "cell": self.cell.to_json(),
             "repetition": self.repetition,
             "attempt": self.attempt,
+            "cold_start": self.cold_start,
             "db_host": self.db_host,
             "client_hosts": list(self.client_hosts),
             "pgbench": dict(self.pgbench),
@@ -269,6 +273,7 @@ class RunMeta:
             cell=_cell_spec(c, cell, len(hosts)),
             repetition=repetition,
             attempt=attempt,
+            cold_start=c.get(doc, "cold_start", (bool,), required=False, default=True),
             db_host=c.get(doc, "db_host", (str,), required=False),
             client_hosts=tuple(hosts),
             pgbench=opts,

@@ -234,7 +234,11 @@ def run_pgbench(
     cell_db = cell.cell_dir(root) / DB_DIR
     if cell_db.is_dir():
         shutil.copytree(cell_db, run_dir / DB_DIR)
-    meta = replace(run_meta(cell, repetition, hosts, db_host, scenario_info), attempt=attempt)
+    meta = replace(
+        run_meta(cell, repetition, hosts, db_host, scenario_info),
+        attempt=attempt,
+        cold_start=cold_start,
+    )
     meta.write(run_dir)
     extra = {
         **cell.pgbench.extra_vars(),

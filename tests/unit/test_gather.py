@@ -16,7 +16,7 @@ from collector import cli, gather
 from collector.errors import DrivelabError
 from collector.records import RunStatus
 from collector.report import html, load
-from collector.runfolder import rep_dir
+from collector.runfolder import RunMeta, rep_dir
 from collector.store import Store
 from tests.conftest import DATA
 
@@ -763,4 +763,21 @@ def test_a_retry_is_its_own_attempt(tmp_path):
         assert [(r.repetition, r.attempt) for r in store.runs(cid)] == [(0, 1), (0, 2)]
     bad = make_run(tmp_path / "c", two(), rep=0, run_extra={"attempt": 0})
     with pytest.raises(DrivelabError, match="'attempt' must be 1 or more, not 0"):
+        gather.gather_run(bad)
+
+
+def test_a_warm_run_says_so(tmp_path):
+    """A rate search's steps run without the cold start: run.json says it, and the
+    stored run carries it as the fact ``cold_start``; run.json without it (written before
+    drivelab recorded it) was a cold start, as every run then was."""
+    warm = make_run(tmp_path / "w", two(), rep=0, run_extra={"cold_start": False})
+    assert RunMeta.read(warm).cold_start is False
+    assert gather.gather_run(warm).run.facts["cold_start"] is False
+    old = make_run(tmp_path / "o", two(), rep=0)
+    doc = json.loads((old / "run.json").read_text())
+    doc.pop("cold_start", None)
+    (old / "run.json").write_text(json.dumps(doc))
+    assert gather.gather_run(old).run.facts["cold_start"] is True
+    bad = make_run(tmp_path / "b", two(), rep=0, run_extra={"cold_start": "no"})
+    with pytest.raises(DrivelabError, match="'cold_start'"):
         gather.gather_run(bad)
