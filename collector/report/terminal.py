@@ -24,28 +24,64 @@ def shared_test(view: ScenarioView) -> str | None:
     return tests.pop() if len(tests) == 1 else None
 
 
+def test_words(test: str) -> list[str]:
+    """A test's parts (``CellSpec.test``): its words, ``pg <set>`` and ``wc <state>``
+    each one part."""
+    words = test.split()
+    out: list[str] = []
+    for w in words:
+        if out and out[-1] in ("pg", "wc"):
+            out[-1] = f"{out[-1]} {w}"
+        else:
+            out.append(w)
+    return out
+
+
+def shared_words(view: ScenarioView) -> list[str]:
+    """The parts of the test (``tpcb ext4 cluster s5 2cl c4 j2 T8 R100``) that every
+    row's test has, in the first test's order: said once above the table."""
+    tests = [test_words(cv.test) for cv in view.cells]
+    if not tests:
+        return []
+    return [w for w in tests[0] if all(w in t for t in tests[1:])]
+
+
+def test_rest(view: ScenarioView, test: str) -> str:
+    """What a row's test adds to the shared words (``R100``); ``-`` for nothing."""
+    shared = set(shared_words(view))
+    return " ".join(w for w in test_words(test) if w not in shared) or "-"
+
+
 def table(view: ScenarioView) -> Table:
-    """The seeds' shape (drive, tps, ratio to the baseline) first; it fits 80 columns
-    when every row shares its test: the numbers never wrap, only a test column may."""
+    """The seeds' shape (drive, tps, ratio to the baseline) first; it fits 80 columns:
+    the numbers never wrap. Rows of different tests show only what their tests do not
+    share (the shared words are printed once above the table); with one drive there is
+    no ratio to show."""
     common = shared_test(view)
     base = view.baseline or "-"
+    ratios = len(view.drives) > 1
     t = Table(
         title=f"{view.info.name}: tps over the window where all clients ran",
-        caption=f"mean and 95% CI over complete runs; sum: pgbench's own tps, summed over"
-        f" the clients; runs: complete/stored; baseline: {base}",
+        caption="mean and 95% CI over complete runs; sum: pgbench's own tps, summed over"
+        " the clients; runs: complete/stored" + (f"; baseline: {base}" if ratios else ""),
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,
         title_justify="left",
         caption_justify="left",
     )
-    t.add_column("drive", no_wrap=common is not None, overflow="fold")
+    t.add_column("drive", no_wrap=True)
+    rests = {cv.test: test_rest(view, cv.test) for cv in view.cells}
     if common is None:
-        t.add_column("test", overflow="fold", ratio=1)
-    numbers = ("tps", "± CI", f"x {base}"[:12], "ratio CI", "sum", "p95 ms", "runs")
+        t.add_column(
+            "test", overflow="fold", ratio=1, min_width=min(max(map(len, rests.values())), 14)
+        )
+    numbers = ("tps", "± CI", *((f"x {base}"[:12], "ratio CI") if ratios else ()), "sum",
+               "p95 ms", "runs")  # fmt: skip
     for name in numbers:
         t.add_column(name, justify="right", no_wrap=True)
-    if common is None:
+    clients = len({cv.stats.clients for cv in view.cells}) > 1
+    if clients:
         t.add_column("clients", justify="right", no_wrap=True)
     for cv in sorted(view.cells, key=lambda c: (c.test, view.drives.index(c.drive))):
         cs = cv.stats
@@ -54,17 +90,16 @@ def table(view: ScenarioView) -> Table:
         ratio_ci = ""
         if r is not None and r.ci_low is not None and not cv.is_baseline:
             ratio_ci = f"{r.ci_low:.3g}-{r.ci_high:.3g}"  # three digits: 1.43-1.71, 29.7-35.5
-        row = [cv.drive] + ([] if common is not None else [cv.test])
+        row = [cv.drive] + ([] if common is not None else [rests[cv.test]])
         row += [
             "-" if cs.tps is None else f"{cs.tps.mean:,.1f}",
             "" if cs.tps is None or cs.tps.half_width is None else f"{cs.tps.half_width:,.1f}",
-            ratio,
-            ratio_ci,
+            *((ratio, ratio_ci) if ratios else ()),
             f"{cs.tps_reported.mean:,.1f}" if cs.tps_reported else "-",
             fmt_ms(cs.latency_p95_s.mean if cs.latency_p95_s else None),
             f"{cs.complete}/{cs.complete + cs.partial + cs.failed}",
         ]
-        t.add_row(*row, *([] if common is not None else [str(cs.clients)]))
+        t.add_row(*row, *([str(cs.clients)] if clients else []))
     return t
 
 
@@ -348,6 +383,9 @@ def publish(views: list[ScenarioView], console: Console | None = None) -> None:
         common = shared_test(view)
         if common is not None:
             console.print(f"test: {escape(common)}", highlight=False)
+        elif shared_words(view):
+            console.print(f"test: {escape(' '.join(shared_words(view)))} (and what each row adds)",
+                          highlight=False)  # fmt: skip
         console.print(table(view))
         print_latency(view, console)
         pre = pretest_table(view)

@@ -485,3 +485,20 @@ def test_the_plan_says_the_rates_and_how_they_are_given(tmp_path):
     assert "rate (pgbench -R, transactions/s): 100, 300 in all, split evenly over each" in text
     assert "latency limit (pgbench -L): 50 ms" in text
     assert "nvme-ext4-cluster-s5-h2-tpcb-r150" in text
+
+
+def test_the_main_table_of_a_sweep_says_the_shared_test_once_and_fits_80_columns(
+    sweep_db, monkeypatch, capsys
+):
+    """Rows of different tests (a rate each): the words they share are said once above
+    the table, each row shows only what it adds, and no row takes more than two lines."""
+    lines = [line.rstrip() for line in _report(sweep_db, monkeypatch, capsys)]
+    assert "test: tpcb ext4 s5 2cl c4 j2 (and what each row adds)" in lines
+    at = next(i for i, line in enumerate(lines) if line.startswith("drive "))
+    end = next(i for i in range(at, len(lines)) if lines[i].startswith("mean and 95% CI"))
+    body = lines[at + 2 : end]
+    starts = [i for i, line in enumerate(body) if line.split()[0] in ("hdd7200", "nvme")]
+    assert len(starts) == 4, body
+    assert all(b - a <= 2 for a, b in zip(starts, [*starts[1:], len(body)], strict=True)), body
+    assert body[starts[0]].split()[:5] == ["hdd7200", "cluster", "T8", "R10", "19.8"]
+    assert sum("tpcb" in line for line in lines[at:end]) == 0
