@@ -1,20 +1,24 @@
-"""The results store: one SQLite file (default ``results/drivelab.db``).
+"""The results store: an SQLite file (default ``results/drivelab.db``) or, for a team,
+a PostgreSQL database (``--db postgresql://user@host/dbname``): one schema, one SQL
+text, the differences kept in :mod:`collector.store.backend`.
 
 It holds scenarios, their cells, the runs of each cell (one per repetition, with
-status complete / partial / failed and the reason), per-client results, per-second
-series, samples (fio, pg_test_fsync, device telemetry), environment and device facts,
-and the paths of the raw outputs kept beside it. Reports read only this.
+status complete / partial / failed and the reason, and the controller that recorded
+it), per-client results, per-second series, samples (fio, pg_test_fsync, device
+telemetry), environment and device facts, and the paths of the raw outputs kept beside
+it. Reports read only this.
 
 * The schema is versioned (table ``schema_version``); :data:`MIGRATIONS` brings an
-  older file up to date, each step in its own transaction. A file written by a
-  newer drivelab is refused rather than misread.
-* Every write is one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``), so a write
-  that is interrupted (an exception, a kill, a power cut) leaves the previous state
-  intact: a run is stored with all its clients, series and paths, or not at all.
+  older store up to date on first use, each step in its own transaction. A store
+  written by a newer drivelab is refused rather than misread.
+* Every write is one transaction (SQLite ``BEGIN IMMEDIATE``, PostgreSQL ``BEGIN`` and
+  the rows it depends on locked), so a write that is interrupted (an exception, a kill,
+  a power cut) leaves the previous state intact: a run is stored with all its clients,
+  series and paths, or not at all; two writers queue, never interleave.
 
 The runner's calls, in order::
 
-    store = Store.open(path)                                   # creates or migrates
+    store = Store.open(path_or_uri)                            # creates or migrates
     sid = store.add_scenario("two-client", spec, baseline_drive="hdd", description="...")
     store.add_facts(sid, {"kernel": "6.1.0"}, scope="environment", host="db")
     cid = store.add_cell(sid, CellSpec(drive="ssd", clients=2, scale=20))
@@ -24,6 +28,7 @@ The runner's calls, in order::
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -32,74 +37,91 @@ from pathlib import Path
 from typing import Any
 
 from collector.errors import DrivelabError
-from collector.paths import results_dir
 from collector.records import CellSpec, ClientResult, RunRecord, RunStatus, Sample
+from collector.store.backend import Backend, Cursor, PostgresBackend, SQLiteBackend
 from collector.store.reads import Reads
 from collector.store.rows import Fact, ScenarioInfo, StoredRun, _dumps, _filesystem_options
 
 # Store._migrate reads SCHEMA_VERSION and MIGRATIONS as globals of this module, so a
 # test that patches collector.store.SCHEMA_VERSION (or its MIGRATIONS) reaches it
-from collector.store.schema import MIGRATIONS, SCHEMA_VERSION
+from collector.store.schema import MIGRATIONS, PG_BASELINE, PG_BASELINE_VERSION, SCHEMA_VERSION
+from collector.store.target import PostgresTarget, Target, default_target, parse_target
 
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "Fact",
+    "PostgresTarget",
     "Reads",
     "ScenarioInfo",
     "Store",
     "StoredRun",
+    "Target",
     "default_path",
+    "parse_target",
 ]
 
 
-def default_path() -> Path:
-    return results_dir() / "drivelab.db"
+def default_path() -> Target:
+    """``DRIVELAB_DB`` when set, else ``results/drivelab.db``."""
+    return default_target()
 
 
 class Store(Reads):
-    """A connection to one results file. Use :meth:`open`; close with :meth:`close`
+    """A connection to one results store. Use :meth:`open`; close with :meth:`close`
     or a ``with`` block."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, clock=time.time) -> None:
-        self.conn = conn
+    def __init__(
+        self, db: Backend, path: Target, clock=time.time, controller: str | None = None
+    ) -> None:
+        self.db = db
+        #: the backend's own connection (sqlite3 or psycopg), for tests and tools
+        self.conn = db.conn
         self.path = path
         self.clock = clock
+        #: recorded with every run this store records: which controller ran it
+        self.controller = controller if controller is not None else socket.gethostname()
 
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
-    def open(cls, path: Path | str | None = None, create: bool = True, clock=time.time) -> Store:
-        """Open (and with ``create``, create or migrate) the store at ``path``.
-        Without ``create`` a missing file is a :class:`DrivelabError`."""
-        p = Path(path) if path is not None else default_path()
-        if not p.exists() and not create:
-            raise DrivelabError(f"no results store at {p}: run a scenario first, or give --db")
-        if create:
-            p.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            conn = sqlite3.connect(p, isolation_level=None, timeout=30)
-            conn.execute("PRAGMA foreign_keys = ON")
+    def open(
+        cls,
+        path: Path | str | PostgresTarget | None = None,
+        create: bool = True,
+        clock=time.time,
+        controller: str | None = None,
+    ) -> Store:
+        """Open (and with ``create``, create or migrate) the store at ``path``: a file
+        path or a ``postgresql://`` URI; ``None`` is ``DRIVELAB_DB`` or the default
+        file. Without ``create`` a missing or empty store is a :class:`DrivelabError`."""
+        target = parse_target(path)
+        db: Backend
+        if isinstance(target, PostgresTarget):
+            db = PostgresBackend.connect(target)
+        else:
+            p = target
+            if not p.exists() and not create:
+                raise DrivelabError(f"no results store at {p}: run a scenario first, or give --db")
             if create:
-                # a rollback journal, not WAL: WAL's index is a memory-mapped file, and on
-                # a full filesystem touching it killed drivelab with SIGBUS (tested); with
-                # a rollback journal SQLite reports "database or disk is full" and rolls back
-                conn.execute("PRAGMA journal_mode = DELETE")
-        except sqlite3.DatabaseError as err:
-            raise DrivelabError(f"{p}: not a drivelab results store ({err})") from err
-        store = cls(conn, p, clock)
+                p.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                db = SQLiteBackend.connect(p, create)
+            except sqlite3.DatabaseError as err:
+                raise DrivelabError(f"{p}: not a drivelab results store ({err})") from err
+        store = cls(db, target, clock, controller)
         try:
             store._migrate(create)
-        except sqlite3.DatabaseError as err:
-            conn.close()
-            raise DrivelabError(f"{p}: not a drivelab results store ({err})") from err
-        except DrivelabError:
-            conn.close()
+        except db.not_a_store_errors as err:
+            db.close()
+            raise DrivelabError(f"{target}: not a drivelab results store ({err})") from err
+        except BaseException:
+            db.close()
             raise
         return store
 
     def close(self) -> None:
-        self.conn.close()
+        self.db.close()
 
     def __enter__(self) -> Store:
         return self
@@ -107,14 +129,22 @@ class Store(Reads):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def version(self) -> int:
-        has = self.conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
-        ).fetchone()
-        if not has:
+    def version(self, cur: Cursor | None = None) -> int:
+        cur = cur or self.db.cursor()
+        if "schema_version" not in self.db.tables(cur):
             return 0
-        row = self.conn.execute("SELECT max(version) FROM schema_version").fetchone()
+        row = cur.execute("SELECT max(version) FROM schema_version").fetchone()
         return int(row[0] or 0)
+
+    def _steps(self, current: int) -> list[tuple[int, tuple[Any, ...]]]:
+        """(version, steps) that bring a store at ``current`` up to :data:`SCHEMA_VERSION`:
+        SQLite runs its whole history; a new PostgreSQL store starts at its baseline."""
+        if isinstance(self.db, PostgresBackend) and current < PG_BASELINE_VERSION:
+            return [
+                (PG_BASELINE_VERSION, PG_BASELINE),
+                *[(v, MIGRATIONS[v]) for v in range(PG_BASELINE_VERSION + 1, SCHEMA_VERSION + 1)],
+            ]
+        return [(v, MIGRATIONS[v]) for v in range(current + 1, SCHEMA_VERSION + 1)]
 
     def _migrate(self, create: bool) -> None:
         current = self.version()
@@ -124,23 +154,27 @@ class Store(Reads):
                 f"({SCHEMA_VERSION}); upgrade drivelab"
             )
         if current == 0:
-            tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if tables:
-                raise DrivelabError(f"{self.path}: an SQLite file, but not a drivelab store")
+            if self.db.tables():
+                what = "an SQLite file" if self.db.kind == "sqlite" else "a PostgreSQL database"
+                raise DrivelabError(f"{self.path}: {what}, but not a drivelab store")
             if not create:
                 raise DrivelabError(f"{self.path}: empty results store: run a scenario first")
-        # a step may make a table anew (SQLite's way to change a constraint): with foreign
-        # keys on, dropping the old table would delete every row that refers to it
-        self.conn.execute("PRAGMA foreign_keys = OFF")
-        try:
-            for version in range(current + 1, SCHEMA_VERSION + 1):
+        if current == SCHEMA_VERSION:
+            return
+        with self.db.migrating():
+            for version, steps in self._steps(current):
                 with self.transaction() as cur:
-                    for step in MIGRATIONS[version]:
+                    # another controller may be migrating the same store: the schema lock
+                    # queues us behind it, and what it did is not done twice
+                    self.db.lock_schema(cur)
+                    if self.version(cur) >= version:
+                        continue
+                    for step in steps:
                         if callable(step):
                             step(cur)
                         else:
                             cur.execute(step)
-                    bad = cur.execute("PRAGMA foreign_key_check").fetchall()
+                    bad = self.db.broken_references(cur)
                     if bad:
                         raise DrivelabError(
                             f"{self.path}: migrating to version {version} broke references"
@@ -148,22 +182,21 @@ class Store(Reads):
                         )
                     cur.execute("DELETE FROM schema_version")
                     cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
-        finally:
-            self.conn.execute("PRAGMA foreign_keys = ON")
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Cursor]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls everything back."""
-        cur = self.conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
+    def transaction(self) -> Iterator[Cursor]:
+        """One write: ``BEGIN`` (SQLite: ``IMMEDIATE``) ... ``COMMIT``; any exception
+        rolls everything back."""
+        cur = self.db.cursor()
+        self.db.begin(cur)
         try:
             yield cur
             cur.execute("COMMIT")
         except BaseException:
             # SQLite may have rolled back already (a full disk does): then the error to
             # report is that one, not "no transaction is active"
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+            if self.db.in_transaction():
+                cur.execute("ROLLBACK")
             raise
 
     # ------------------------------------------------------------------ writes
@@ -180,12 +213,16 @@ class Store(Reads):
         with self.transaction() as cur:
             row = cur.execute("SELECT id FROM scenarios WHERE name = ?", (name,)).fetchone()
             if row is None:
-                cur.execute(
+                # another controller may add the same name at the same moment: the unique
+                # name decides, and the loser takes the winner's row
+                made = cur.execute(
                     "INSERT INTO scenarios (name, created_at, baseline_drive, spec_json,"
-                    " description) VALUES (?,?,?,?,?)",
+                    " description) VALUES (?,?,?,?,?) ON CONFLICT (name) DO NOTHING RETURNING id",
                     (name, self.clock(), baseline_drive, _dumps(spec or {}), description or ""),
-                )
-                return int(cur.lastrowid)
+                ).fetchone()
+                if made is not None:
+                    return int(made[0])
+                row = cur.execute("SELECT id FROM scenarios WHERE name = ?", (name,)).fetchone()
             updates = {
                 "spec_json": _dumps(spec) if spec is not None else None,
                 "baseline_drive": baseline_drive,
@@ -204,10 +241,11 @@ class Store(Reads):
             ).fetchone()
             if row:
                 return int(row[0])
-            cur.execute(
+            made = cur.execute(
                 "INSERT INTO cells (scenario_id, key, drive, workload, filesystem, placement,"
                 " scale, clients, params_json, write_cache, filesystem_json, pg_settings_name,"
-                " pg_settings_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " pg_settings_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                " ON CONFLICT (scenario_id, key) DO NOTHING RETURNING id",
                 (
                     scenario_id,
                     cell.key,
@@ -223,18 +261,23 @@ class Store(Reads):
                     cell.pg_settings_name,
                     _dumps(dict(cell.pg_settings)),
                 ),
-            )
-            return int(cur.lastrowid)
+            ).fetchone()
+            if made is None:  # another controller added it since the SELECT
+                made = cur.execute(
+                    "SELECT id FROM cells WHERE scenario_id = ? AND key = ?",
+                    (scenario_id, cell.key),
+                ).fetchone()
+            return int(made[0])
 
     def attempts(self, scenario: str, cell: CellSpec) -> dict[int, list[RunStatus]]:
         """{repetition: [status of attempt 1, attempt 2, ...]} of the stored runs of one
         cell of a scenario (an attempt never stored is absent from its list)."""
-        rows = self.conn.execute(
+        rows = self._all(
             "SELECT r.repetition, r.attempt, r.status FROM runs r"
             " JOIN cells c ON c.id = r.cell_id JOIN scenarios s ON s.id = c.scenario_id"
             " WHERE s.name = ? AND c.key = ? ORDER BY r.repetition, r.attempt",
             (scenario, cell.key),
-        ).fetchall()
+        )
         out: dict[int, list[RunStatus]] = {}
         for rep, _attempt, status in rows:
             out.setdefault(int(rep), []).append(RunStatus(status))
@@ -252,7 +295,7 @@ class Store(Reads):
         """Whether this repetition is stored (and, with ``complete_only``, complete):
         the runner's resume test."""
         sql = "SELECT status FROM runs WHERE cell_id = ? AND repetition = ?"
-        row = self.conn.execute(sql, (cell_id, repetition)).fetchone()
+        row = self._one(sql, (cell_id, repetition))
         return bool(row) and (not complete_only or row[0] == RunStatus.COMPLETE.value)
 
     def record_run(
@@ -266,8 +309,17 @@ class Store(Reads):
         paths, all in one transaction. An existing run of the same repetition is
         replaced (``replace``) or refused. ``run.facts`` get scope ``run``;
         ``scoped_facts`` (scope, host, facts), such as the DB host's device facts, are
-        stored with the run too, so that replacing the run replaces them."""
+        stored with the run too, so that replacing the run replaces them. The cell's row
+        is locked first (PostgreSQL), so two writers of one cell queue."""
         with self.transaction() as cur:
+            lock = self.db.for_update  # a fixed clause of the backend's
+            cell = cur.execute(
+                f"SELECT scenario_id FROM cells WHERE id = ?{lock}",  # noqa: S608
+                (cell_id,),
+            ).fetchone()
+            if cell is None:
+                raise DrivelabError(f"{self.path}: no cell {cell_id} to record a run of")
+            scenario_id = cell[0]
             old = cur.execute(
                 "SELECT id FROM runs WHERE cell_id = ? AND repetition = ? AND attempt = ?",
                 (cell_id, run.repetition, run.attempt),
@@ -279,9 +331,10 @@ class Store(Reads):
                         f"cell {cell_id} repetition {run.repetition}{attempt} is already stored"
                     )
                 cur.execute("DELETE FROM runs WHERE id = ?", (old[0],))
-            cur.execute(
+            made = cur.execute(
                 "INSERT INTO runs (cell_id, repetition, attempt, status, reason, started_at,"
-                " ended_at, commands_json, recorded_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                " ended_at, commands_json, recorded_at, controller)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id",
                 (
                     cell_id,
                     run.repetition,
@@ -292,9 +345,10 @@ class Store(Reads):
                     run.ended_at,
                     _dumps(list(run.commands)),
                     self.clock(),
+                    self.controller,
                 ),
-            )
-            run_id = int(cur.lastrowid)
+            ).fetchone()
+            run_id = int(made[0])
             for c in run.clients:
                 self._insert_client(cur, run_id, c)
             cur.executemany(
@@ -318,9 +372,6 @@ class Store(Reads):
                 "INSERT INTO raw_outputs (run_id, host, kind, path) VALUES (?,?,?,?)",
                 [(run_id, r.host, r.kind, r.path) for r in run.raw_outputs],
             )
-            scenario_id = cur.execute(
-                "SELECT scenario_id FROM cells WHERE id = ?", (cell_id,)
-            ).fetchone()[0]
             self._insert_samples(cur, run.samples, scenario_id, run_id)
             self._insert_facts(
                 cur, facts=run.facts, scenario_id=scenario_id, run_id=run_id, scope="run", host=None
@@ -332,7 +383,7 @@ class Store(Reads):
             return run_id
 
     @staticmethod
-    def _insert_client(cur: sqlite3.Cursor, run_id: int, c: ClientResult) -> None:
+    def _insert_client(cur: Cursor, run_id: int, c: ClientResult) -> None:
         hist = None
         if c.histogram is not None:
             hist = _dumps(
@@ -373,7 +424,7 @@ class Store(Reads):
 
     @staticmethod
     def _insert_samples(
-        cur: sqlite3.Cursor, samples: Iterable[Sample], scenario_id: int | None, run_id: int | None
+        cur: Cursor, samples: Iterable[Sample], scenario_id: int | None, run_id: int | None
     ) -> None:
         cur.executemany(
             "INSERT INTO samples (scenario_id, run_id, metric, value, unit, labels_json, timestamp)"
@@ -394,7 +445,7 @@ class Store(Reads):
 
     @staticmethod
     def _insert_facts(
-        cur: sqlite3.Cursor,
+        cur: Cursor,
         *,
         facts: Mapping[str, Any],
         scenario_id: int | None,

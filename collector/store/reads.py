@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import sqlite3
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from collector.errors import DrivelabError
 from collector.records import (
@@ -19,20 +18,30 @@ from collector.records import (
 )
 from collector.store.rows import Fact, ScenarioInfo, StoredRun
 
+if TYPE_CHECKING:
+    from collector.store.backend import Backend
+    from collector.store.target import Target
+
 
 class Reads:
-    """Queries of one results file: its scenarios, cells, runs, clients, series,
+    """Queries of one results store: its scenarios, cells, runs, clients, series,
     samples, facts and raw-output paths. :class:`collector.store.Store` adds the
     lifecycle and the writes."""
 
-    conn: sqlite3.Connection
-    path: Path
+    db: Backend
+    path: Target
+
+    def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        return self.db.cursor().execute(sql, args).fetchall()
+
+    def _one(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        return self.db.cursor().execute(sql, args).fetchone()
 
     def scenarios(self) -> list[ScenarioInfo]:
-        rows = self.conn.execute(
+        rows = self._all(
             "SELECT id, name, created_at, baseline_drive, spec_json, description"
             " FROM scenarios ORDER BY id"
-        ).fetchall()
+        )
         return [ScenarioInfo(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows]
 
     def scenario(self, name: str) -> ScenarioInfo:
@@ -43,12 +52,12 @@ class Reads:
         raise DrivelabError(f"no scenario {name!r} in {self.path} (stored: {known})")
 
     def cells(self, scenario_id: int) -> list[tuple[int, CellSpec]]:
-        rows = self.conn.execute(
+        rows = self._all(
             "SELECT id, drive, workload, filesystem, placement, scale, clients, params_json,"
             " write_cache, filesystem_json, pg_settings_name, pg_settings_json"
             " FROM cells WHERE scenario_id = ? ORDER BY id",
             (scenario_id,),
-        ).fetchall()
+        )
         out = []
         for r in rows:
             fs = json.loads(r[9])
@@ -62,11 +71,11 @@ class Reads:
         return out
 
     def runs(self, cell_id: int) -> list[StoredRun]:
-        rows = self.conn.execute(
+        rows = self._all(
             "SELECT id, cell_id, repetition, status, reason, started_at, ended_at, commands_json,"
-            " attempt FROM runs WHERE cell_id = ? ORDER BY repetition, attempt",
+            " attempt, controller FROM runs WHERE cell_id = ? ORDER BY repetition, attempt",
             (cell_id,),
-        ).fetchall()
+        )
         return [
             StoredRun(
                 r[0],
@@ -78,18 +87,19 @@ class Reads:
                 r[6],
                 tuple(json.loads(r[7])),
                 attempt=r[8],
+                controller=r[9],
             )
             for r in rows
         ]
 
     def client_results(self, run_id: int) -> list[ClientResult]:
-        rows = self.conn.execute(
+        rows = self._all(
             "SELECT client, status, reason, tps, tps_kind, processed, failed, skipped,"
             " latency_avg_s, latency_stddev_s, latency_p50_s, latency_p95_s, latency_p99_s,"
             " latency_max_s, start_ts, end_ts, exit_code, histogram_json, report_json"
             " FROM client_results WHERE run_id = ? ORDER BY client",
             (run_id,),
-        ).fetchall()
+        )
         out = []
         for r in rows:
             hist = None
@@ -122,11 +132,11 @@ class Reads:
         return out
 
     def series(self, run_id: int) -> list[SeriesPoint]:
-        rows = self.conn.execute(
+        rows = self._all(
             "SELECT client, start_ts, duration_s, transactions, latency_avg_s, failed, source"
             " FROM series WHERE run_id = ? ORDER BY client, start_ts",
             (run_id,),
-        ).fetchall()
+        )
         return [SeriesPoint(*r) for r in rows]
 
     def samples(
@@ -140,7 +150,7 @@ class Reads:
         if run_id is not None:
             sql += " AND run_id = ?"
             args.append(run_id)
-        rows = self.conn.execute(sql + " ORDER BY id", args).fetchall()
+        rows = self._all(sql + " ORDER BY id", args)
         return [Sample(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
 
     def facts(self, scenario_id: int, run_id: int | None = None) -> list[Fact]:
@@ -149,11 +159,11 @@ class Reads:
         if run_id is not None:
             sql += " AND run_id = ?"
             args.append(run_id)
-        rows = self.conn.execute(sql + " ORDER BY id", args).fetchall()
+        rows = self._all(sql + " ORDER BY id", args)
         return [Fact(r[0], r[1], json.loads(r[2]), r[3], r[4]) for r in rows]
 
     def raw_outputs(self, run_id: int) -> list[RawOutput]:
-        rows = self.conn.execute(
+        rows = self._all(
             "SELECT kind, path, host FROM raw_outputs WHERE run_id = ? ORDER BY id", (run_id,)
-        ).fetchall()
+        )
         return [RawOutput(*r) for r in rows]

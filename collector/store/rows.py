@@ -32,6 +32,8 @@ class StoredRun:
     commands: tuple[str, ...]
     #: 1, or the retry's number when a partial or failed attempt was run again
     attempt: int = 1
+    #: the host name of the controller that recorded it ('' before schema version 4)
+    controller: str = ""
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def _run(rep: int, *clients: ClientResult, status=RunStatus.COMPLETE) -> RunReco
 
 def test_new_store_has_the_current_schema(tmp_path):
     with Store.open(tmp_path / "r" / "drivelab.db") as s:
-        assert s.version() == SCHEMA_VERSION == 3
+        assert s.version() == SCHEMA_VERSION == 4
         assert s.scenarios() == []
     with Store.open(tmp_path / "r" / "drivelab.db") as s:  # reopening migrates nothing
         assert s.version() == SCHEMA_VERSION
@@ -272,7 +272,7 @@ def test_a_version_2_store_is_upgraded_and_reads_back_the_same(tmp_path):
                  mount_options="noatime"),
     ]  # fmt: skip
     with Store.open(path) as s:
-        assert s.version() == SCHEMA_VERSION == 3
+        assert s.version() == SCHEMA_VERSION == 4
         cells = s.cells(1)
         assert [spec for _, spec in cells] == expected
         assert [spec.key for _, spec in cells] == [
@@ -291,4 +291,4 @@ def test_a_version_2_store_is_upgraded_and_reads_back_the_same(tmp_path):
         assert s.cells(1)[-1] == (cid, with_set)
         assert s.add_cell(1, expected[1]) == cells[1][0]
     with Store.open(path) as s:  # reopened: nothing to migrate, the same cells
-        assert s.version() == 3 and len(s.cells(1)) == 3
+        assert s.version() == 4 and len(s.cells(1)) == 3

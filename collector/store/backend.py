@@ -1,0 +1,181 @@
+"""The two backends of the results store: an SQLite file (the default: nothing to set
+up) and a PostgreSQL database (a team's, :mod:`collector.store.target`).
+
+The store's SQL is one text for both, written with ``?`` placeholders; what differs
+lives here and only here: how to connect, how a write transaction begins, how a
+placeholder is spelled, how the tables are listed, how a row is locked for the rest of
+a transaction, how the schema is locked while it migrates, and which exceptions mean
+"not a store" or "a constraint said no".
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from collector.errors import DrivelabError, one_line
+from collector.store.target import PostgresTarget
+
+#: pg_advisory_xact_lock key held while a PostgreSQL store migrates, so two controllers
+#: opening a new or older store at once do not both create or alter it ("drvl")
+SCHEMA_LOCK = 0x6472766C
+
+
+class Cursor:
+    """A cursor of either backend that takes the store's ``?`` placeholders."""
+
+    def __init__(self, raw: Any, placeholder: str) -> None:
+        self.raw = raw
+        self.placeholder = placeholder
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> Cursor:
+        self.raw.execute(self._sql(sql), tuple(args))
+        return self
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        rows = [tuple(r) for r in rows]
+        if rows:
+            self.raw.executemany(self._sql(sql), rows)
+
+    def fetchone(self) -> Any:
+        return self.raw.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return list(self.raw.fetchall())
+
+
+class SQLiteBackend:
+    """One SQLite file: ``BEGIN IMMEDIATE`` takes the file's write lock at once, so two
+    writers queue (30 s) rather than fail halfway."""
+
+    kind = "sqlite"
+    #: SQLite has no row locks: ``BEGIN IMMEDIATE`` already holds the whole file
+    for_update = ""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    @classmethod
+    def connect(cls, path: Path, create: bool) -> SQLiteBackend:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+        conn.execute("PRAGMA foreign_keys = ON")
+        if create:
+            # a rollback journal, not WAL: WAL's index is a memory-mapped file, and on
+            # a full filesystem touching it killed drivelab with SIGBUS (tested); with
+            # a rollback journal SQLite reports "database or disk is full" and rolls back
+            conn.execute("PRAGMA journal_mode = DELETE")
+        return cls(conn)
+
+    #: what a file that is not an SQLite database, or is damaged, raises
+    not_a_store_errors: tuple[type[BaseException], ...] = (sqlite3.DatabaseError,)
+    integrity_errors: tuple[type[BaseException], ...] = (sqlite3.IntegrityError,)
+
+    def cursor(self) -> Cursor:
+        return Cursor(self.conn.cursor(), "?")
+
+    def begin(self, cur: Cursor) -> None:
+        cur.execute("BEGIN IMMEDIATE")
+
+    def in_transaction(self) -> bool:
+        return self.conn.in_transaction
+
+    def tables(self, cur: Cursor | None = None) -> set[str]:
+        cur = cur or self.cursor()
+        rows = cur.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        return {r[0] for r in rows}
+
+    def lock_schema(self, cur: Cursor) -> None:
+        """``BEGIN IMMEDIATE`` holds the file already."""
+
+    @contextmanager
+    def migrating(self) -> Iterator[None]:
+        # a step may make a table anew (SQLite's way to change a constraint): with foreign
+        # keys on, dropping the old table would delete every row that refers to it
+        self.conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            yield
+        finally:
+            self.conn.execute("PRAGMA foreign_keys = ON")
+
+    def broken_references(self, cur: Cursor) -> list[Any]:
+        return cur.execute("PRAGMA foreign_key_check").fetchall()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PostgresBackend:
+    """One PostgreSQL database, through psycopg 3 (libpq: the password from
+    ``~/.pgpass``, ``PGPASSFILE`` or ``PGPASSWORD``). Autocommit, with the store's own
+    ``BEGIN`` ... ``COMMIT``: read committed, and the rows a write depends on locked
+    (``SELECT ... FOR UPDATE``) so two controllers' writes queue, never interleave."""
+
+    kind = "postgresql"
+    for_update = " FOR UPDATE"
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    @classmethod
+    def connect(cls, target: PostgresTarget) -> PostgresBackend:
+        import psycopg  # noqa: PLC0415  (SQLite users never load it)
+
+        try:
+            conn = psycopg.connect(target.uri, autocommit=True, application_name="drivelab")
+        except psycopg.Error as err:
+            raise DrivelabError(f"results store {target}: {one_line(str(err))}") from None
+        return cls(conn)
+
+    @property
+    def not_a_store_errors(self) -> tuple[type[BaseException], ...]:
+        import psycopg  # noqa: PLC0415
+
+        return (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn)
+
+    @property
+    def integrity_errors(self) -> tuple[type[BaseException], ...]:
+        import psycopg  # noqa: PLC0415
+
+        return (psycopg.errors.IntegrityError,)
+
+    def cursor(self) -> Cursor:
+        return Cursor(self.conn.cursor(), "%s")
+
+    def begin(self, cur: Cursor) -> None:
+        cur.execute("BEGIN")
+
+    def in_transaction(self) -> bool:
+        from psycopg.pq import TransactionStatus  # noqa: PLC0415
+
+        return self.conn.info.transaction_status != TransactionStatus.IDLE
+
+    def tables(self, cur: Cursor | None = None) -> set[str]:
+        cur = cur or self.cursor()
+        rows = cur.execute(
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+        ).fetchall()
+        return {r[0] for r in rows}
+
+    def lock_schema(self, cur: Cursor) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
+
+    @contextmanager
+    def migrating(self) -> Iterator[None]:
+        """PostgreSQL checks references as each statement runs: nothing to turn off."""
+        yield
+
+    def broken_references(self, cur: Cursor) -> list[Any]:
+        return []
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+Backend = SQLiteBackend | PostgresBackend
