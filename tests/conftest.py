@@ -126,3 +126,34 @@ def results_db(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("results") / "drivelab.db"
     build_store(path).close()
     return path
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """The results-store tests' PostgreSQL: a real cluster of this session's own
+    (tests/pgcluster.py), stopped and removed at the end. If it cannot start, every test
+    that needs it fails: a team-store test is never skipped."""
+    from tests import pgcluster  # noqa: PLC0415
+
+    with pgcluster.started() as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_target(request, tmp_path):
+    """A new, empty results store on each backend: an SQLite file's path, or the URI of
+    a new database of the session's PostgreSQL cluster (no password in it)."""
+    if request.param == "sqlite":
+        return tmp_path / "results" / "drivelab.db"
+    return request.getfixturevalue("pg_cluster").new_database()
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def results_store(request, tmp_path_factory):
+    """The realistic store (:func:`build_store`) on each backend, built once per session:
+    tests only read it."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("results_db")
+    target = request.getfixturevalue("pg_cluster").new_database()
+    build_store(target).close()
+    return target

@@ -28,6 +28,7 @@ The runner's calls, in order::
 
 from __future__ import annotations
 
+import os
 import socket
 import sqlite3
 import time
@@ -198,6 +199,52 @@ class Store(Reads):
             if self.db.in_transaction():
                 cur.execute("ROLLBACK")
             raise
+
+    # ------------------------------------------------------------------ claims
+
+    @contextmanager
+    def claim(self, scenario: str) -> Iterator[None]:
+        """Hold ``scenario`` for this process while it runs into this store; a second
+        holder (another controller, or another ``drivelab run`` here) is refused in one
+        line naming who holds it. Two runs of one scenario at once would both run the
+        repetitions missing from the store and one would replace the other's: a scenario
+        name is one team member's at a time (docs/collector.md).
+
+        The claim is the backend's lock, held as long as this connection (PostgreSQL: a
+        session advisory lock) or this process (SQLite: ``flock`` on a file beside the
+        store) lives, so a killed run leaves nothing to clean up; the ``claims`` row only
+        says who holds it. Keep the store open for the length of the run."""
+        if not self.db.try_claim(scenario):
+            row = self._one(
+                "SELECT controller, pid, since FROM claims WHERE scenario = ?", (scenario,)
+            )
+            who = "another drivelab"
+            if row is not None:
+                since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(row[2]))
+                who = f"{row[0]} (pid {row[1]}, since {since})"
+            raise DrivelabError(
+                f"scenario {scenario!r} is being run into {self.path} by {who}: one scenario"
+                " name is run by one controller at a time; wait for it to end, or give this"
+                " run another scenario name"
+            )
+        try:
+            with self.transaction() as cur:
+                cur.execute(
+                    "INSERT INTO claims (scenario, controller, pid, since) VALUES (?,?,?,?)"
+                    " ON CONFLICT (scenario) DO UPDATE SET controller = excluded.controller,"
+                    " pid = excluded.pid, since = excluded.since",
+                    (scenario, self.controller, os.getpid(), self.clock()),
+                )
+            yield
+        finally:
+            try:
+                with self.transaction() as cur:
+                    cur.execute(
+                        "DELETE FROM claims WHERE scenario = ? AND controller = ? AND pid = ?",
+                        (scenario, self.controller, os.getpid()),
+                    )
+            finally:
+                self.db.release_claim(scenario)
 
     # ------------------------------------------------------------------ writes
 

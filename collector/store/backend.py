@@ -10,6 +10,9 @@ a transaction, how the schema is locked while it migrates, and which exceptions 
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,6 +25,12 @@ from collector.store.target import PostgresTarget
 #: pg_advisory_xact_lock key held while a PostgreSQL store migrates, so two controllers
 #: opening a new or older store at once do not both create or alter it ("drvl")
 SCHEMA_LOCK = 0x6472766C
+
+
+def claim_key(scenario: str) -> int:
+    """A scenario name as a signed 64-bit key (an advisory lock's, a lock file's name)."""
+    digest = hashlib.blake2b(f"drivelab claim {scenario}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 class Cursor:
@@ -58,8 +67,10 @@ class SQLiteBackend:
     #: SQLite has no row locks: ``BEGIN IMMEDIATE`` already holds the whole file
     for_update = ""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
+        self.path = path
+        self._claims: dict[str, int] = {}
 
     @classmethod
     def connect(cls, path: Path, create: bool) -> SQLiteBackend:
@@ -70,7 +81,7 @@ class SQLiteBackend:
             # a full filesystem touching it killed drivelab with SIGBUS (tested); with
             # a rollback journal SQLite reports "database or disk is full" and rolls back
             conn.execute("PRAGMA journal_mode = DELETE")
-        return cls(conn)
+        return cls(conn, path)
 
     #: what a file that is not an SQLite database, or is damaged, raises
     not_a_store_errors: tuple[type[BaseException], ...] = (sqlite3.DatabaseError,)
@@ -106,7 +117,30 @@ class SQLiteBackend:
     def broken_references(self, cur: Cursor) -> list[Any]:
         return cur.execute("PRAGMA foreign_key_check").fetchall()
 
+    def try_claim(self, scenario: str) -> bool:
+        """``flock`` on ``<store>.claims/<key>``: the kernel drops it when the process
+        ends, however it ends."""
+        folder = self.path.with_name(self.path.name + ".claims")
+        folder.mkdir(exist_ok=True)
+        fd = os.open(
+            folder / f"{claim_key(scenario) & (2**64 - 1):016x}", os.O_RDWR | os.O_CREAT, 0o644
+        )
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._claims[scenario] = fd
+        return True
+
+    def release_claim(self, scenario: str) -> None:
+        fd = self._claims.pop(scenario, None)
+        if fd is not None:
+            os.close(fd)
+
     def close(self) -> None:
+        for scenario in list(self._claims):
+            self.release_claim(scenario)
         self.conn.close()
 
 
@@ -173,6 +207,15 @@ class PostgresBackend:
 
     def broken_references(self, cur: Cursor) -> list[Any]:
         return []
+
+    def try_claim(self, scenario: str) -> bool:
+        """A session advisory lock: the server drops it when this connection ends,
+        however it ends (a killed controller's connection is closed by the kernel)."""
+        row = self.cursor().execute("SELECT pg_try_advisory_lock(?)", (claim_key(scenario),))
+        return bool(row.fetchone()[0])
+
+    def release_claim(self, scenario: str) -> None:
+        self.cursor().execute("SELECT pg_advisory_unlock(?)", (claim_key(scenario),)).fetchone()
 
     def close(self) -> None:
         self.conn.close()

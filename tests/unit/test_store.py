@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from collector import store as store_mod
-from collector.errors import DrivelabError
+from collector.errors import DrivelabError, one_line
 from collector.records import CellSpec, ClientResult, RunRecord, RunStatus, SeriesPoint
 from collector.store import SCHEMA_VERSION, Store
 from tests.conftest import SCENARIO
@@ -20,9 +20,10 @@ from tests.conftest import SCENARIO
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _count(path: Path, table: str) -> int:
-    with sqlite3.connect(path) as conn:
-        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608
+def _count(target, table: str) -> int:
+    """Rows of a table, through the store's own connection (either backend)."""
+    with Store.open(target, create=False) as s:
+        return s._one(f"SELECT count(*) FROM {table}")[0]  # noqa: S608
 
 
 def _run(rep: int, *clients: ClientResult, status=RunStatus.COMPLETE) -> RunRecord:
@@ -36,13 +37,13 @@ def _run(rep: int, *clients: ClientResult, status=RunStatus.COMPLETE) -> RunReco
     )
 
 
-def test_new_store_has_the_current_schema(tmp_path):
-    with Store.open(tmp_path / "r" / "drivelab.db") as s:
+def test_new_store_has_the_current_schema(store_target):
+    with Store.open(store_target) as s:
         assert s.version() == SCHEMA_VERSION == 4
         assert s.scenarios() == []
-    with Store.open(tmp_path / "r" / "drivelab.db") as s:  # reopening migrates nothing
+    with Store.open(store_target) as s:  # reopening migrates nothing
         assert s.version() == SCHEMA_VERSION
-    assert _count(tmp_path / "r" / "drivelab.db", "schema_version") == 1
+    assert _count(store_target, "schema_version") == 1
 
 
 def test_missing_store_is_a_clear_error(tmp_path):
@@ -52,13 +53,28 @@ def test_missing_store_is_a_clear_error(tmp_path):
         Store.open(tmp_path / "nope.db", create=False)
 
 
-def test_newer_schema_is_refused(tmp_path):
-    path = tmp_path / "d.db"
-    Store.open(path).close()
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE schema_version SET version = 99")
+def test_an_empty_server_store_is_a_clear_error(pg_cluster):
+    """A database made for results but never written: report says so in one line."""
+    uri = pg_cluster.new_database()
+    with pytest.raises(DrivelabError, match=r"empty results store: run a scenario first"):
+        Store.open(uri, create=False)
+
+
+def test_an_unreachable_server_store_is_one_line(pg_cluster):
+    uri = pg_cluster.uri("drivelab_results_nope")
+    with pytest.raises(DrivelabError) as err:
+        Store.open(uri)
+    message = str(err.value)
+    assert message.startswith(f"results store {uri}: ") and "\n" not in one_line(message)
+    assert pg_cluster.role_password not in message
+
+
+def test_newer_schema_is_refused(store_target):
+    Store.open(store_target).close()
+    with Store.open(store_target) as s:
+        s.conn.execute("UPDATE schema_version SET version = 99")
     with pytest.raises(DrivelabError, match="schema version 99 is newer than this drivelab's"):
-        Store.open(path)
+        Store.open(store_target)
 
 
 @pytest.mark.parametrize(
@@ -79,9 +95,23 @@ def test_foreign_files_are_refused(tmp_path, content, message):
         Store.open(path)
 
 
-def test_migration_brings_an_old_store_up_to_date(tmp_path, monkeypatch):
-    path = tmp_path / "d.db"
-    with Store.open(path) as s:
+def test_a_foreign_database_is_refused_and_left_alone(pg_cluster):
+    import psycopg  # noqa: PLC0415
+
+    uri = pg_cluster.new_database()
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("CREATE TABLE something (x int)")
+    with pytest.raises(DrivelabError, match="a PostgreSQL database, but not a drivelab store"):
+        Store.open(uri)
+    with psycopg.connect(uri, autocommit=True) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+        ).fetchall()
+    assert tables == [("something",)]
+
+
+def test_migration_brings_an_old_store_up_to_date(store_target, monkeypatch):
+    with Store.open(store_target) as s:
         sid = s.add_scenario("old")
     monkeypatch.setattr(store_mod, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     monkeypatch.setitem(
@@ -89,33 +119,31 @@ def test_migration_brings_an_old_store_up_to_date(tmp_path, monkeypatch):
         SCHEMA_VERSION + 1,
         ("ALTER TABLE scenarios ADD COLUMN operator TEXT",),
     )
-    with Store.open(path) as s:
+    with Store.open(store_target) as s:
         assert s.version() == SCHEMA_VERSION + 1
         assert s.scenario("old").id == sid
         assert s.conn.execute("SELECT operator FROM scenarios").fetchone() == (None,)
 
 
-def test_a_failed_write_leaves_the_previous_state(tmp_path):
-    path = tmp_path / "d.db"
-    with Store.open(path) as s:
+def test_a_failed_write_leaves_the_previous_state(store_target):
+    with Store.open(store_target) as s:
         sid = s.add_scenario("s")
         cid = s.add_cell(sid, CellSpec("ssd", clients=2))
         s.record_run(cid, _run(0, ClientResult("a", tps=1.0), ClientResult("b", tps=2.0)))
-        before = {t: _count(path, t) for t in ("runs", "client_results", "series")}
+        before = {t: _count(store_target, t) for t in ("runs", "client_results", "series")}
         # the same client twice violates UNIQUE(run_id, client) after the run row and
         # the first client went in: the whole run must vanish, and the old one stay
         dup = _run(0, ClientResult("a", tps=5.0), ClientResult("a", tps=6.0))
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(s.db.integrity_errors):
             s.record_run(cid, dup)
-        assert {t: _count(path, t) for t in before} == before
+        assert {t: _count(store_target, t) for t in before} == before
         (run,) = s.runs(cid)
         assert [c.tps for c in s.client_results(run.id)] == [1.0, 2.0]
 
 
-def test_a_killed_writer_leaves_the_previous_state(tmp_path):
+def test_a_killed_writer_leaves_the_previous_state(store_target):
     """A process killed in the middle of record_run (os._exit: no cleanup at all)."""
-    path = tmp_path / "d.db"
-    with Store.open(path) as s:
+    with Store.open(store_target) as s:
         sid = s.add_scenario("s")
         cid = s.add_cell(sid, CellSpec("ssd", clients=2))
         s.record_run(cid, _run(0, ClientResult("a", tps=1.0), ClientResult("b", tps=2.0)))
@@ -132,21 +160,21 @@ def test_a_killed_writer_leaves_the_previous_state(tmp_path):
             original(cur, run_id, c)
         original = Store._insert_client
         Store._insert_client = staticmethod(dying)
-        s = Store.open({str(path)!r})
+        s = Store.open({str(store_target)!r})
         s.record_run({cid}, RunRecord(0, RunStatus.COMPLETE,
                      (ClientResult("a", tps=7.0), ClientResult("b", tps=8.0))))
         """
     )
     proc = subprocess.run([sys.executable, "-c", child], cwd=REPO, check=False, timeout=60)
     assert proc.returncode == 9
-    with Store.open(path) as s:
+    with Store.open(store_target) as s:
         (run,) = s.runs(cid)
         assert [c.tps for c in s.client_results(run.id)] == [1.0, 2.0]
         assert len(s.series(run.id)) == 6
 
 
-def test_resume_and_replace(tmp_path):
-    with Store.open(tmp_path / "d.db") as s:
+def test_resume_and_replace(store_target):
+    with Store.open(store_target) as s:
         sid = s.add_scenario("s", {"a": 1}, baseline_drive="hdd")
         assert s.add_scenario("s") == sid
         cid = s.add_cell(sid, CellSpec("ssd", clients=1))
@@ -167,9 +195,9 @@ def test_resume_and_replace(tmp_path):
             s.scenario("t")
 
 
-def test_realistic_store_round_trip(results_db):
+def test_realistic_store_round_trip(results_store):
     """Two drives x 3 repetitions x 2 clients from the fixture outputs, one partial run."""
-    with Store.open(results_db, create=False) as s:
+    with Store.open(results_store, create=False) as s:
         (info,) = s.scenarios()
         assert info.name == SCENARIO and info.baseline_drive == "hdd"
         cells = s.cells(info.id)
@@ -200,11 +228,11 @@ def test_realistic_store_round_trip(results_db):
         assert facts[("run", "pgbench_version")] == "15.18 (Debian 15.18-0+deb12u1)"
 
 
-def test_attempts_at_a_repetition_are_kept_apart(tmp_path):
+def test_attempts_at_a_repetition_are_kept_apart(store_target):
     """A partial repetition run again (a retry) is a second attempt: both are stored, the
     complete one is what resume and the statistics count."""
     spec = CellSpec("ssd", clients=2)
-    with Store.open(tmp_path / "d.db") as s:
+    with Store.open(store_target) as s:
         cid = s.add_cell(s.add_scenario("retry"), spec)
         first = _run(0, ClientResult("a", tps=1.0), status=RunStatus.PARTIAL)
         s.record_run(cid, first)
