@@ -15,6 +15,8 @@ from collector import store as store_mod
 from collector.errors import DrivelabError, one_line
 from collector.records import CellSpec, ClientResult, RunRecord, RunStatus, SeriesPoint
 from collector.store import SCHEMA_VERSION, Store
+from collector.store.backend import Cursor
+from collector.store.schema import PG_BASELINE
 from tests.conftest import SCENARIO
 
 REPO = Path(__file__).resolve().parents[2]
@@ -320,3 +322,87 @@ def test_a_version_2_store_is_upgraded_and_reads_back_the_same(tmp_path):
         assert s.add_cell(1, expected[1]) == cells[1][0]
     with Store.open(path) as s:  # reopened: nothing to migrate, the same cells
         assert s.version() == 4 and len(s.cells(1)) == 3
+
+
+#: the tables of a version-3 store, parents first
+V3_TABLES = ("scenarios", "cells", "runs", "client_results", "series", "samples", "facts",
+             "raw_outputs")  # fmt: skip
+
+
+def _dump(s: Store) -> dict:
+    """Everything the read API gives of a store, the run's controller left out."""
+    out = {}
+    for info in s.scenarios():
+        cells = []
+        for cid, spec in s.cells(info.id):
+            runs = []
+            for run in s.runs(cid):
+                runs.append(
+                    (replace(run, controller=""), s.client_results(run.id), s.series(run.id),
+                     s.raw_outputs(run.id), s.samples(info.id, run_id=run.id),
+                     s.facts(info.id, run_id=run.id))
+                )  # fmt: skip
+            cells.append((cid, spec, runs))
+        out[info.name] = (info, cells, s.samples(info.id), s.facts(info.id))
+    return out
+
+
+def _version_3_copy(source, target) -> None:
+    """``target``: a version-3 store holding ``source``'s rows, as drivelab 3 left it
+    (SQLite: the migrations up to 3; PostgreSQL: its baseline, which is version 3)."""
+    with Store.open(source, create=False) as src:
+        rows = {t: src._all(f"SELECT * FROM {t}") for t in V3_TABLES}  # noqa: S608
+        columns = {
+            t: [d[0] for d in src.db.cursor().execute(f"SELECT * FROM {t}").raw.description]  # noqa: S608
+            for t in V3_TABLES
+        }
+    if isinstance(target, Path):
+        raw = sqlite3.connect(target, isolation_level=None)
+        cur = Cursor(raw.cursor(), "?")
+        steps = [s for v in (1, 2, 3) for s in store_mod.MIGRATIONS[v]]
+    else:
+        import psycopg  # noqa: PLC0415
+
+        raw = psycopg.connect(target, autocommit=True)
+        cur = Cursor(raw.cursor(), "%s")
+        steps = list(PG_BASELINE)
+    for step in steps:
+        step(cur) if callable(step) else cur.execute(step)
+    cur.execute("INSERT INTO schema_version VALUES (3)")
+    for table in V3_TABLES:
+        keep = [i for i, c in enumerate(columns[table]) if c != "controller"]
+        names = ", ".join(columns[table][i] for i in keep)
+        cur.executemany(
+            f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(keep))})",  # noqa: S608
+            [[row[i] for i in keep] for row in rows[table]],
+        )
+        if not isinstance(target, Path) and "id" in columns[table] and rows[table]:
+            setval = f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), max(id)) FROM {table}"  # noqa: S608
+            cur.execute(setval)
+    runs = [d[0] for d in cur.execute("SELECT * FROM runs").raw.description]
+    assert cur.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+    assert "controller" not in runs and len(cur.execute("SELECT * FROM runs").fetchall()) == 6
+    raw.close()
+
+
+def test_a_version_3_store_is_upgraded_and_reads_back_the_same(results_store, tmp_path, request):
+    """The realistic store as schema version 3 held it (no controller, no claims), on
+    either backend: opened by this drivelab it is version 4, every read gives what it
+    gave, its runs' controller is '' (not known), and a run recorded now has this host."""
+    if isinstance(results_store, Path):
+        v3 = tmp_path / "v3.db"
+    else:
+        v3 = request.getfixturevalue("pg_cluster").new_database()
+    _version_3_copy(results_store, v3)
+    with Store.open(results_store, create=False) as original:
+        expected = _dump(original)
+    with Store.open(v3, controller="ctl-b") as s:
+        assert s.version() == SCHEMA_VERSION == 4
+        assert _dump(s) == expected
+        cells = s.cells(s.scenario(SCENARIO).id)
+        assert {r.controller for cid, _ in cells for r in s.runs(cid)} == {""}
+        new = s.record_run(cells[0][0], _run(7, ClientResult("client1", tps=1.0)))
+        assert s.runs(cells[0][0])[-1].id == new
+        assert s.runs(cells[0][0])[-1].controller == "ctl-b"
+    with Store.open(v3) as s:  # reopened: nothing to migrate
+        assert s.version() == 4 and _count(v3, "schema_version") == 1
