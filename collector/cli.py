@@ -62,6 +62,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("drivelab: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        # the PostgreSQL results store gone or refusing mid-way (psycopg's errors, not
+        # imported here: SQLite users never load it); libpq's words never hold a password
+        if type(err).__module__.split(".")[0] != "psycopg":
+            raise
+        print(f"drivelab: results store: {one_line(str(err))}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,4 +1,4 @@
-"""``drivelab gather RUN_DIR [RUN_DIR...] [--db PATH]``: store fetched run folders.
+"""``drivelab gather RUN_DIR [RUN_DIR...] [--db PATH|URI]``: store fetched run folders.
 
 Each RUN_DIR is a run folder (``runs/<scenario>/<cell_id>/rep-N``) or a folder above
 some (``runs/<scenario>``). Every run is stored (again: gathering twice replaces)
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from collector.errors import DrivelabError, one_line
-from collector.paths import results_dir
+from collector.reportcmd import DB_HELP, db_arg
 
 
 def summary_line(gathered) -> str:
@@ -37,8 +37,9 @@ def cmd_gather(args: argparse.Namespace) -> int:
     from collector import gather  # noqa: PLC0415  (keep --help fast: numpy, scipy)
     from collector.runfolder import find_run_dirs  # noqa: PLC0415
     from collector.store import Store  # noqa: PLC0415
+    from collector.store.target import default_target  # noqa: PLC0415
 
-    db = args.db if args.db is not None else results_dir() / "drivelab.db"
+    db = args.db if args.db is not None else default_target()
     errors = 0
     with Store.open(db) as store:
         for run_dir in find_run_dirs(args.run_dirs):
@@ -63,7 +64,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="RUN_DIR",
         help="runs/<scenario>/<cell>/rep-N, or a folder above run folders",
     )
-    p.add_argument(
-        "--db", type=Path, default=None, help="results store (default results/drivelab.db)"
-    )
+    p.add_argument("--db", type=db_arg, default=None, help=DB_HELP)
     p.set_defaults(func=cmd_gather)

@@ -8,11 +8,25 @@ import json
 from pathlib import Path
 
 from collector.errors import DrivelabError
-from collector.paths import results_dir
+
+#: the --db help of every verb that reads or writes results
+DB_HELP = (
+    "results store: an SQLite file, or postgresql://user@host/dbname (password from"
+    " ~/.pgpass or PGPASSWORD, never here); default $DRIVELAB_DB, else results/drivelab.db"
+)
 
 
-def _default_db() -> Path:
-    return results_dir() / "drivelab.db"
+def db_arg(text: str):
+    """``--db``: a path or a ``postgresql://`` URI (one with a password is refused)."""
+    from collector.store.target import parse_target  # noqa: PLC0415  (keep --help fast)
+
+    return parse_target(text)
+
+
+def _default_db():
+    from collector.store.target import default_target  # noqa: PLC0415
+
+    return default_target()
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -55,9 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Adds ``report`` and ``compare``."""
     rep = sub.add_parser("report", help="tables and plots of stored results")
     rep.add_argument("scenario", nargs="?", metavar="SCENARIO", help="one scenario (default: all)")
-    rep.add_argument(
-        "--db", type=Path, default=None, help="results store (default results/drivelab.db)"
-    )
+    rep.add_argument("--db", type=db_arg, default=None, help=DB_HELP)
     rep.add_argument("--baseline", metavar="DRIVE", help="drive the ratios refer to")
     rep.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
     rep.add_argument("--csv", type=Path, metavar="DIR", help="write every figure's data as CSV")
@@ -70,9 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmp.add_argument("a", metavar="A", help="baseline: a scenario, a drive or a setting set")
     cmp.add_argument("b", metavar="B", help="contender: a scenario, a drive or a setting set")
     cmp.add_argument("--scenario", help="the scenario holding drives (or setting sets) A and B")
-    cmp.add_argument(
-        "--db", type=Path, default=None, help="results store (default results/drivelab.db)"
-    )
+    cmp.add_argument("--db", type=db_arg, default=None, help=DB_HELP)
     cmp.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
     cmp.set_defaults(func=lambda a: cmd_compare(_with_db(a)))
 

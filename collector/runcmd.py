@@ -16,6 +16,7 @@ from pathlib import Path
 
 from collector.errors import DrivelabError
 from collector.paths import LOCAL_INVENTORY, results_dir
+from collector.reportcmd import DB_HELP, db_arg
 
 
 def inventory_file(arg: str | None) -> Path:
@@ -50,6 +51,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from collector import scenario as sc  # noqa: PLC0415
     from collector import scenariorun  # noqa: PLC0415
+    from collector.store.target import default_target  # noqa: PLC0415
 
     console = Console()
     scen = sc.load(args.scenario, size=args.size)
@@ -74,7 +76,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _settings_not_checked(scen, console)
         return 0
     options = scenariorun.RunOptions(
-        inventory=inv_path, db=Path(args.db) if args.db else results_dir() / "drivelab.db",
+        inventory=inv_path, db=args.db if args.db is not None else default_target(),
         verbose=args.verbose, fail_fast=args.fail_fast, live=not args.no_live,
         telemetry=not args.no_telemetry, metrics_addr=args.metrics_addr,
         metrics_port=args.metrics_port, reprovision=args.reprovision,
@@ -110,7 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--inventory", help="inventory folder or file (default: the local lab's)")
     p.add_argument("--size", help="a named size of the scenario, e.g. lab")
     p.add_argument("--dry-run", action="store_true", help="validate and print the plan only")
-    p.add_argument("--db", help="results store (default results/drivelab.db)")
+    p.add_argument("--db", type=db_arg, default=None, help=DB_HELP)
     p.add_argument(
         "--fail-fast", action="store_true", help="stop at the first partial or failed run"
     )

@@ -43,7 +43,7 @@ from collector.scenario import PlannedCell, Scenario, estimate_seconds, pgsettin
 from collector.scenario.inventory import prometheus_url, ssh_settings
 from collector.scenario.plan import runs_at_most
 from collector.stats import summarize
-from collector.store import Store
+from collector.store import Store, Target
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ class RunOptions:
     """How ``drivelab run`` was asked to run (its command line, parsed)."""
 
     inventory: Path
-    db: Path
+    #: the results store: an SQLite file or a PostgreSQL database (collector.store.target)
+    db: Target
     verbose: bool = False
     fail_fast: bool = False
     live: bool = True
@@ -145,7 +146,13 @@ class ScenarioRun:
     # ------------------------------------------------------------------ the stages
 
     def run(self) -> Progress:
-        """Every stage; returns the counts. Raises DrivelabError when no cell could run."""
+        """Every stage; returns the counts. Raises DrivelabError when no cell could run,
+        or at once when another drivelab is running this scenario into the same store
+        (:meth:`Store.claim`: held by a connection kept open for the whole run)."""
+        with Store.open(self.opts.db) as holder, holder.claim(self.scenario.name):
+            return self._run()
+
+    def _run(self) -> Progress:
         opts = self.opts
         self.check_stored_settings()
         preflight(opts.inventory, self.console)

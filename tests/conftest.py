@@ -152,8 +152,12 @@ def store_target(request, tmp_path):
 def results_store(request, tmp_path_factory):
     """The realistic store (:func:`build_store`) on each backend, built once per session:
     tests only read it."""
-    if request.param == "sqlite":
-        return request.getfixturevalue("results_db")
-    target = request.getfixturevalue("pg_cluster").new_database()
+    return request.getfixturevalue("results_db" if request.param == "sqlite" else "results_pg")
+
+
+@pytest.fixture(scope="session")
+def results_pg(pg_cluster) -> str:
+    """The realistic store in a database of the session's PostgreSQL: its URI."""
+    target = pg_cluster.new_database()
     build_store(target).close()
     return target

@@ -1,0 +1,352 @@
+"""The team store: the PostgreSQL backend beside SQLite. One schema on both; the results
+role reaches its own database only; no password on the command line; ``DRIVELAB_DB``;
+the same report from either backend; two controllers writing at once lose nothing and
+never mix runs; a scenario name is one writer's at a time.
+
+The PostgreSQL here is a real cluster of the session's own (tests/pgcluster.py)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from collector import cli
+from collector.errors import DrivelabError
+from collector.store import Store
+from collector.store.target import PostgresTarget, parse_target
+from tests import pgcluster
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ------------------------------------------------------------------ one schema
+
+
+def _sqlite_schema(path: Path) -> dict[str, tuple]:
+    kinds = {"INTEGER": "int", "REAL": "float", "DOUBLE PRECISION": "float", "TEXT": "text"}
+    out = {}
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for t in tables:
+            info = conn.execute(f"PRAGMA table_info({t})").fetchall()
+            columns = tuple((r[1], kinds[r[2]], bool(r[3] or r[5])) for r in info)
+            keys = {tuple(r[1] for r in info if r[5])} - {()}
+            for idx in conn.execute(f"PRAGMA index_list({t})").fetchall():
+                if idx[2]:  # unique
+                    cols = conn.execute(f"PRAGMA index_info({idx[1]})").fetchall()
+                    keys.add(tuple(c[2] for c in sorted(cols)))
+            out[t] = (columns, frozenset(keys))
+    return out
+
+
+def _pg_schema(uri: str) -> dict[str, tuple]:
+    kinds = {"bigint": "int", "integer": "int", "double precision": "float", "text": "text"}
+    out = {}
+    with psycopg.connect(uri) as conn:
+        rows = conn.execute(
+            "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns"
+            " WHERE table_schema = 'public' ORDER BY table_name, ordinal_position"
+        ).fetchall()
+        keys = conn.execute(
+            "SELECT tc.table_name, array_agg(k.column_name::text ORDER BY k.ordinal_position)"
+            " FROM information_schema.table_constraints tc"
+            " JOIN information_schema.key_column_usage k"
+            " ON k.constraint_name = tc.constraint_name AND k.table_name = tc.table_name"
+            " WHERE tc.table_schema = 'public' AND tc.constraint_type IN ('UNIQUE', 'PRIMARY KEY')"
+            " GROUP BY tc.table_name, tc.constraint_name"
+        ).fetchall()
+    for t, c, kind, nullable in rows:
+        columns, _ = out.get(t, ((), frozenset()))
+        out[t] = ((*columns, (c, kinds[kind], nullable == "NO")), frozenset())
+    for t, cols in keys:
+        out[t] = (out[t][0], out[t][1] | {tuple(cols)})
+    return out
+
+
+def test_one_schema_for_both_backends(pg_cluster, tmp_path):
+    """A new SQLite file (its migrations 1 to 4) and a new PostgreSQL store (its baseline,
+    then 4): the same tables, the same columns in the same order, of the same kinds,
+    NOT NULL alike, the same unique keys."""
+    path = tmp_path / "d.db"
+    Store.open(path).close()
+    uri = pg_cluster.new_database()
+    Store.open(uri).close()
+    sqlite_schema, pg_schema = _sqlite_schema(path), _pg_schema(uri)
+    assert sorted(pg_schema) == sorted(sqlite_schema)
+    for table in sqlite_schema:
+        assert pg_schema[table] == sqlite_schema[table], table
+    assert ("cell_id", "repetition", "attempt") in sqlite_schema["runs"][1]
+    assert ("controller", "text", True) in sqlite_schema["runs"][0]
+
+
+# ------------------------------------------------------------------ security
+
+
+def test_the_results_role_reaches_only_its_own_database(pg_cluster):
+    """The grants docs/collector.md gives: a login role, no superuser, no CREATEDB or
+    CREATEROLE, owner of its database; pg_hba lets it into that database only."""
+    uri = pg_cluster.new_database()
+    with Store.open(uri) as s:  # it may make and change its own tables
+        s.add_scenario("mine")
+    with psycopg.connect(uri, autocommit=True) as conn:
+        attrs = conn.execute(
+            "SELECT rolsuper, rolcreatedb, rolcreaterole, rolreplication, rolbypassrls"
+            " FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
+        assert attrs == (False, False, False, False, False)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CREATE DATABASE other")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CREATE ROLE other")
+    with pytest.raises(psycopg.OperationalError, match=r"no pg_hba\.conf entry"):
+        psycopg.connect(pg_cluster.uri("postgres")).close()
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "postgresql://drivelab:s3cret-word@db.example/results",
+        "postgresql://drivelab@db.example/results?password=s3cret-word",
+        "postgres://drivelab:s3cret-word@/results?host=/tmp",
+    ],
+)
+@pytest.mark.parametrize("how", ["--db", "DRIVELAB_DB"])
+def test_a_uri_with_a_password_is_refused_in_one_line(uri, how, capsys, monkeypatch):
+    argv = ["report"]
+    if how == "--db":
+        argv += ["--db", uri]
+    else:
+        monkeypatch.setenv("DRIVELAB_DB", uri)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"drivelab: {how}: the PostgreSQL URI carries")
+    assert "s3cret" not in err and "~/.pgpass" in err
+
+
+def test_a_path_or_a_uri(monkeypatch, tmp_path):
+    monkeypatch.delenv("DRIVELAB_DB", raising=False)
+    monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path))
+    assert parse_target(None) == tmp_path / "drivelab.db"
+    assert parse_target("results/x.db") == Path("results/x.db")
+    uri = "postgresql://drivelab@db.example/results"
+    assert parse_target(uri) == PostgresTarget(uri)
+    monkeypatch.setenv("DRIVELAB_DB", uri)
+    assert parse_target(None) == PostgresTarget(uri)
+
+
+# ------------------------------------------------------------------ the verbs
+
+
+def test_report_reads_a_server_store_named_by_drivelab_db(results_pg, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("DRIVELAB_DB", results_pg)
+    assert cli.main(["report"]) == 0
+    out = capsys.readouterr().out
+    hdd = next(line for line in out.splitlines() if line.startswith("hdd "))
+    assert "baseline" in hdd and hdd.endswith(" 2/3")
+
+
+def test_report_json_is_byte_identical_from_either_backend(results_db, results_pg, tmp_path):
+    """The same runs stored in SQLite and in PostgreSQL: `drivelab report --json` writes
+    the same bytes (floats, orders, text comparisons, JSON values all alike)."""
+    for name, db in (("sqlite", results_db), ("pg", results_pg)):
+        assert cli.main(["report", "--db", str(db), "--json", str(tmp_path / f"{name}.json")]) == 0
+    sqlite_bytes = (tmp_path / "sqlite.json").read_bytes()
+    assert (tmp_path / "pg.json").read_bytes() == sqlite_bytes
+    assert len(json.loads(sqlite_bytes)["runs"]) == 6
+
+
+def test_compare_reads_a_server_store(results_pg, capsys):
+    assert cli.main(["compare", "hdd", "ssd", "--db", results_pg]) == 0
+    assert "ssd" in capsys.readouterr().out
+
+
+def test_a_server_gone_is_one_line(pg_cluster, capsys):
+    uri = pg_cluster.uri("drivelab_results", user="nobody")
+    assert cli.main(["report", "--db", uri]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"drivelab: results store {uri}: ")
+
+
+# ------------------------------------------------------------------ two writers
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from collector.records import CellSpec, ClientResult, RunRecord, RunStatus, SeriesPoint
+    from collector.store import Store
+    uri, name, tag, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    with Store.open(uri, controller=f"ctl-{tag}") as s:
+        while time.time() < start:
+            time.sleep(0.005)
+        sid = s.add_scenario(name, {"writer": tag})
+        for rep in range(REPS):
+            for drive in ("hdd", "ssd"):
+                cid = s.add_cell(sid, CellSpec(drive, clients=3))
+                clients = tuple(
+                    ClientResult(f"client{c}", tps=tag * 1000 + rep * 10 + c) for c in range(3)
+                )
+                series = tuple(
+                    SeriesPoint(f"client{c}", 100.0 + i, 1.0, float(tag)) for c in range(3)
+                    for i in range(20)
+                )
+                s.record_run(cid, RunRecord(rep, RunStatus.COMPLETE, clients, series=series,
+                             facts={"writer": tag}))
+    """
+)
+
+
+def _writers(uri: str, names: list[str], reps: int) -> list[subprocess.Popen]:
+    start = time.time() + 2.0  # both connected and migrated by then: they write together
+    code = WRITER.replace("REPS", str(reps))
+    return [
+        subprocess.Popen(
+            [sys.executable, "-c", code, uri, name, str(tag), str(start)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag, name in enumerate(names, start=1)
+    ]
+
+
+def _finish(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-2000:]
+
+
+def test_two_controllers_writing_different_scenarios_at_once(pg_cluster):
+    """Two processes, each its own connection and controller name, write 20 runs each
+    into one new PostgreSQL store at the same moment (both also create and migrate it):
+    every run is there, with its own clients, series and facts, and its controller."""
+    uri = pg_cluster.new_database()
+    _finish(_writers(uri, ["team-a", "team-b"], reps=10))
+    with Store.open(uri, create=False) as s:
+        assert s.version() == 4
+        assert [i.name for i in sorted(s.scenarios(), key=lambda i: i.name)] == [
+            "team-a",
+            "team-b",
+        ]
+        for tag, name in ((1, "team-a"), (2, "team-b")):
+            info = s.scenario(name)
+            assert info.spec == {"writer": tag}
+            cells = s.cells(info.id)
+            assert [spec.drive for _, spec in cells] == ["hdd", "ssd"]
+            for cid, _ in cells:
+                runs = s.runs(cid)
+                assert [r.repetition for r in runs] == list(range(10))
+                assert {r.controller for r in runs} == {f"ctl-{tag}"}
+                for r in runs:
+                    tps = [c.tps for c in s.client_results(r.id)]
+                    assert tps == [tag * 1000 + r.repetition * 10 + c for c in range(3)]
+                    series = s.series(r.id)
+                    assert len(series) == 60 and {p.transactions for p in series} == {tag}
+                    assert [f.value for f in s.facts(info.id, run_id=r.id)] == [tag]
+
+
+def test_two_writers_of_one_cell_queue_and_never_mix(pg_cluster):
+    """Two processes store the same repetitions of the same cell at once (the same run
+    folders gathered from two controllers, say): no error, one run per repetition, and
+    each run's clients and series all from one writer, the one its controller names."""
+    uri = pg_cluster.new_database()
+    _finish(_writers(uri, ["shared", "shared"], reps=15))
+    with Store.open(uri, create=False) as s:
+        (info,) = s.scenarios()
+        for cid, _ in s.cells(info.id):
+            runs = s.runs(cid)
+            assert [r.repetition for r in runs] == list(range(15))
+            for r in runs:
+                tag = int(r.controller.removeprefix("ctl-"))
+                tps = [c.tps for c in s.client_results(r.id)]
+                assert tps == [tag * 1000 + r.repetition * 10 + c for c in range(3)]
+                assert {p.transactions for p in s.series(r.id)} == {tag}
+                assert len(s.series(r.id)) == 60
+
+
+# ------------------------------------------------------------------ one writer per scenario
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from collector.store import Store
+    with Store.open(sys.argv[1], controller="ctl-a") as s, s.claim(sys.argv[2]):
+        print("held", flush=True)
+        sys.stdin.read()  # until the test closes it, or kills us
+    """
+)
+
+
+def _holder(target, scenario: str) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(target), scenario], cwd=REPO,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout.readline() == "held\n", proc.stderr.read()
+    return proc
+
+
+def _claim_when_free(target, scenario: str, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with Store.open(target) as s, s.claim(scenario):
+                return
+        except DrivelabError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_a_scenario_name_is_one_writers_at_a_time(store_target):
+    """While one controller runs a scenario into a store, another run of that scenario
+    name is refused in one line naming who holds it; other scenarios go on; when the
+    holder ends (even killed) the name is free again."""
+    Store.open(store_target).close()
+    holder = _holder(store_target, "nightly")
+    try:
+        with Store.open(store_target, controller="ctl-b") as s:
+            with pytest.raises(DrivelabError) as err, s.claim("nightly"):
+                pass
+            message = str(err.value)
+            assert f"scenario 'nightly' is being run into {store_target} by ctl-a (pid" in message
+            assert f"pid {holder.pid}, since " in message and "\n" not in message
+            with s.claim("other"):  # another name is free
+                assert s._one("SELECT count(*) FROM claims")[0] == 2
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    with Store.open(store_target) as s:  # the killed holder's row is stale, but only says who
+        assert s._all("SELECT controller, pid FROM claims") == [("ctl-a", holder.pid)]
+    _claim_when_free(store_target, "nightly")  # its lock died with it: the name is free
+    with Store.open(store_target) as s:  # the new claim took the row over, and removed it
+        assert s._all("SELECT controller FROM claims") == []
+
+
+def test_a_claim_released_cleanly_leaves_no_row(store_target):
+    holder = _holder(store_target, "nightly")
+    holder.stdin.close()
+    assert holder.wait(timeout=30) == 0
+    with Store.open(store_target) as s, s.claim("nightly"):
+        assert s._all("SELECT scenario FROM claims") == [("nightly",)]
+    with Store.open(store_target) as s:
+        assert s._all("SELECT scenario FROM claims") == []
+
+
+def test_the_cluster_is_private(pg_cluster):
+    """The test cluster listens on its own Unix socket only: no TCP at all."""
+    with psycopg.connect(pg_cluster.uri("postgres", "postgres")) as conn:
+        assert conn.execute("SHOW listen_addresses").fetchone() == ("",)
+        assert conn.execute("SHOW unix_socket_directories").fetchone() == (str(pg_cluster.folder),)
+    assert str(pg_cluster.folder).startswith("/tmp/drivelab-results-pg-")
+    assert pgcluster.ROLE == "drivelab_results"
