@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -350,3 +351,46 @@ def test_the_cluster_is_private(pg_cluster):
         assert conn.execute("SHOW unix_socket_directories").fetchone() == (str(pg_cluster.folder),)
     assert str(pg_cluster.folder).startswith("/tmp/drivelab-results-pg-")
     assert pgcluster.ROLE == "drivelab_results"
+
+
+def test_a_run_of_a_scenario_held_elsewhere_is_refused_before_anything_runs(store_target, tmp_path):
+    """``drivelab run`` claims its scenario first: held by another controller, the run
+    stops in one line before preflight (which, with no inventory here, would fail
+    otherwise) and before anything touches a host or the store's runs."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from collector import scenario as sc  # noqa: PLC0415
+    from collector import scenariorun  # noqa: PLC0415
+    from tests.unit.test_cell_identity import INVENTORY, _sets_scenario  # noqa: PLC0415
+
+    scen = _sets_scenario(tmp_path)
+    holder = _holder(store_target, scen.name)
+    try:
+        opts = scenariorun.RunOptions(inventory=tmp_path / "hosts.yml", db=store_target)
+        run = scenariorun.ScenarioRun(scen, sc.expand(scen, INVENTORY), INVENTORY, opts, Console())
+        with pytest.raises(
+            DrivelabError, match=r"scenario 'wal-sync' is being run into .* by ctl-a"
+        ):
+            run.run()
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    with Store.open(store_target) as s:
+        assert s.scenarios() == []
+
+
+def test_gather_into_a_server_store(pg_cluster, tmp_path, capsys):
+    """``drivelab gather --db postgresql://...`` stores a run folder; the run says which
+    controller recorded it."""
+    from tests.unit.test_gather import make_run, two  # noqa: PLC0415
+
+    uri = pg_cluster.new_database()
+    run_dir = make_run(tmp_path, two())
+    assert cli.main(["gather", str(run_dir), "--db", uri]) == 0, capsys.readouterr().err
+    assert cli.main(["gather", str(run_dir), "--db", uri]) == 0  # again: replaced, not doubled
+    with Store.open(uri, create=False) as s:
+        (info,) = s.scenarios()
+        ((cid, _),) = s.cells(info.id)
+        (run,) = s.runs(cid)
+        assert run.controller == socket.gethostname()
+        assert [c.client for c in s.client_results(run.id)] == ["client1", "client2"]
