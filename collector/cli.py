@@ -24,7 +24,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from collector import gathercmd, labcmd, reportcmd, runcmd, watchcmd  # noqa: PLC0415  (keep --help fast)
+    from collector import gathercmd, labcmd, reportcmd, runcmd, transfercmd, watchcmd  # noqa: PLC0415  (keep --help fast)
 
     parser = OneLineParser(
         prog="drivelab",
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     gathercmd.register(sub)
     reportcmd.register(sub)
     watchcmd.register(sub)
+    transfercmd.register(sub)
     return parser
 
 

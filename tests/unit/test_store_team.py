@@ -22,9 +22,11 @@ import pytest
 
 from collector import cli
 from collector.errors import DrivelabError
+from collector.records import CellSpec, ClientResult, RunRecord, RunStatus
 from collector.store import Store
 from collector.store.target import PostgresTarget, parse_target
 from tests import pgcluster
+from tests.conftest import SCENARIO
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -394,3 +396,83 @@ def test_gather_into_a_server_store(pg_cluster, tmp_path, capsys):
         (run,) = s.runs(cid)
         assert run.controller == socket.gethostname()
         assert [c.client for c in s.client_results(run.id)] == ["client1", "client2"]
+
+
+# ------------------------------------------------------------------ export / import
+
+
+def _raw(target) -> dict[str, list]:
+    """Every row of every table, ids included, in id order: what 'changes nothing' means."""
+    from collector.store.transfer import COLUMNS  # noqa: PLC0415
+
+    with Store.open(target, create=False) as s:
+        return {
+            t: [tuple(r) for r in s._all(f"SELECT {', '.join(c)} FROM {t} ORDER BY {c[0]}, 2, 3")]  # noqa: S608
+            for t, c in COLUMNS.items()
+        }
+
+
+def _report_json(db, path: Path) -> bytes:
+    assert cli.main(["report", "--db", str(db), "--json", str(path)]) == 0
+    return path.read_bytes()
+
+
+def test_export_import_sqlite_to_postgresql_and_back(results_db, pg_cluster, tmp_path, capsys):
+    """SQLite -> document -> PostgreSQL -> document -> SQLite: `drivelab report --json`
+    gives the same bytes from all three; importing a document twice changes no row."""
+    want = _report_json(results_db, tmp_path / "sqlite.json")
+    doc = tmp_path / "export.json"
+    assert cli.main(["export", "--db", str(results_db), "-o", str(doc)]) == 0
+    uri = pg_cluster.new_database()
+    assert cli.main(["import", str(doc), "--db", uri]) == 0
+    assert f"{SCENARIO}: 6 runs added, 0 replaced, 0 already stored" in capsys.readouterr().out
+    assert _report_json(uri, tmp_path / "pg.json") == want
+    before = _raw(uri)
+    assert cli.main(["import", str(doc), "--db", uri]) == 0
+    assert f"{SCENARIO}: 0 runs added, 0 replaced, 6 already stored" in capsys.readouterr().out
+    assert _raw(uri) == before
+    back = tmp_path / "back.json"
+    assert cli.main(["export", SCENARIO, "--db", uri, "-o", str(back)]) == 0
+    assert cli.main(["import", str(back), "--db", str(tmp_path / "back.db")]) == 0
+    assert _report_json(tmp_path / "back.db", tmp_path / "back-report.json") == want
+    assert json.loads(back.read_text())["scenarios"] == json.loads(doc.read_text())["scenarios"]
+
+
+def test_import_merges_runs_into_a_store_that_has_others(results_db, store_target, tmp_path):
+    """The store's own runs are kept; a run of the document recorded again elsewhere
+    (another recorded_at) replaces the stored one whole."""
+    doc = tmp_path / "export.json"
+    assert cli.main(["export", "--db", str(results_db), "-o", str(doc)]) == 0
+    with Store.open(store_target, controller="ctl-here") as s:
+        cid = s.add_cell(s.add_scenario(SCENARIO), CellSpec("nvme", clients=1))
+        s.record_run(cid, RunRecord(0, RunStatus.COMPLETE, (ClientResult("c", tps=5.0),)))
+    assert cli.main(["import", str(doc), "--db", str(store_target)]) == 0
+    data = json.loads(doc.read_text())
+    runs = data["scenarios"][0]["runs"]
+    runs[0][data["columns"]["runs"].index("recorded_at")] += 60.0
+    doc.write_text(json.dumps(data))
+    assert cli.main(["import", str(doc), "--db", str(store_target)]) == 0
+    with Store.open(store_target) as s:
+        cells = s.cells(s.scenario(SCENARIO).id)
+        assert [spec.drive for _, spec in cells] == ["nvme", "hdd", "ssd"]
+        assert [c.tps for c in s.client_results(s.runs(cells[0][0])[0].id)] == [5.0]
+        assert [len(s.runs(cid)) for cid, _ in cells] == [1, 3, 3]
+        assert all(len(s.client_results(r.id)) == 2 for cid, _ in cells[1:] for r in s.runs(cid))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not json", "not a drivelab export (Expecting value"),
+        ('{"a": 1}', "not a drivelab export (no 'drivelab_export' key)"),
+        ('{"drivelab_export": 9}', "export format 9, this drivelab reads 1"),
+        ('{"drivelab_export": 1, "schema_version": 9, "columns": {}}', "schema version 9"),
+    ],
+)
+def test_a_bad_document_is_one_line_and_imports_nothing(text, message, tmp_path, capsys):
+    doc = tmp_path / "x.json"
+    doc.write_text(text)
+    assert cli.main(["import", str(doc), "--db", str(tmp_path / "d.db")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and str(doc) in err
+    assert not (tmp_path / "d.db").exists()
