@@ -43,7 +43,7 @@ from collector.scenario import PlannedCell, Scenario, estimate_seconds, pgsettin
 from collector.scenario.inventory import prometheus_url, ssh_settings
 from collector.scenario.plan import runs_at_most
 from collector.stats import summarize
-from collector.store import Store, Target
+from collector.store import Store, Target, claim
 
 
 @dataclass(frozen=True)
@@ -148,8 +148,8 @@ class ScenarioRun:
     def run(self) -> Progress:
         """Every stage; returns the counts. Raises DrivelabError when no cell could run,
         or at once when another drivelab is running this scenario into the same store
-        (:meth:`Store.claim`: held by a connection kept open for the whole run)."""
-        with Store.open(self.opts.db) as holder, holder.claim(self.scenario.name):
+        (:func:`collector.store.claim`, held for the whole run)."""
+        with claim(self.opts.db, self.scenario.name):
             return self._run()
 
     def _run(self) -> Progress:

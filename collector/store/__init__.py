@@ -39,7 +39,14 @@ from typing import Any
 
 from collector.errors import DrivelabError
 from collector.records import CellSpec, ClientResult, RunRecord, RunStatus, Sample
-from collector.store.backend import Backend, Cursor, PostgresBackend, SQLiteBackend
+from collector.store.backend import (
+    Backend,
+    Cursor,
+    FileClaims,
+    Holder,
+    PostgresBackend,
+    SQLiteBackend,
+)
 from collector.store.reads import Reads
 from collector.store.rows import Fact, ScenarioInfo, StoredRun, _dumps, _filesystem_options
 
@@ -58,9 +65,40 @@ __all__ = [
     "Store",
     "StoredRun",
     "Target",
+    "claim",
     "default_path",
     "parse_target",
 ]
+
+
+def _claimed(scenario: str, where: Target, held: str) -> str:
+    return (
+        f"scenario {scenario!r} is being run into {where} by {held}: one scenario name is run"
+        " by one controller at a time; wait for it to end, or give this run another scenario name"
+    )
+
+
+@contextmanager
+def claim(
+    target: Path | str | PostgresTarget | None, scenario: str, controller: str | None = None
+) -> Iterator[None]:
+    """:meth:`Store.claim` for a whole ``drivelab run``, made before anything else: on
+    PostgreSQL through a store connection kept open meanwhile (made and migrated if
+    new); on SQLite by the lock file alone, so a run refused later leaves no store."""
+    t = parse_target(target)
+    if isinstance(t, PostgresTarget):
+        with Store.open(t, controller=controller) as store, store.claim(scenario):
+            yield
+        return
+    claims = FileClaims(t)
+    me = Holder(controller or socket.gethostname(), os.getpid(), time.time())
+    held = claims.try_claim(scenario, me)
+    if held is not None:
+        raise DrivelabError(_claimed(scenario, t, held))
+    try:
+        yield
+    finally:
+        claims.release(scenario)
 
 
 def default_path() -> Target:
@@ -211,40 +249,16 @@ class Store(Reads):
         name is one team member's at a time (docs/collector.md).
 
         The claim is the backend's lock, held as long as this connection (PostgreSQL: a
-        session advisory lock) or this process (SQLite: ``flock`` on a file beside the
-        store) lives, so a killed run leaves nothing to clean up; the ``claims`` row only
-        says who holds it. Keep the store open for the length of the run."""
-        if not self.db.try_claim(scenario):
-            row = self._one(
-                "SELECT controller, pid, since FROM claims WHERE scenario = ?", (scenario,)
-            )
-            who = "another drivelab"
-            if row is not None:
-                since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(row[2]))
-                who = f"{row[0]} (pid {row[1]}, since {since})"
-            raise DrivelabError(
-                f"scenario {scenario!r} is being run into {self.path} by {who}: one scenario"
-                " name is run by one controller at a time; wait for it to end, or give this"
-                " run another scenario name"
-            )
+        session advisory lock, the ``claims`` row saying who) or this process (SQLite:
+        ``flock`` on a file beside the store, saying who) lives, so a killed run leaves
+        nothing to clean up. Keep the store open for the length of the run."""
+        held = self.db.try_claim(scenario, Holder(self.controller, os.getpid(), self.clock()))
+        if held is not None:
+            raise DrivelabError(_claimed(scenario, self.path, held))
         try:
-            with self.transaction() as cur:
-                cur.execute(
-                    "INSERT INTO claims (scenario, controller, pid, since) VALUES (?,?,?,?)"
-                    " ON CONFLICT (scenario) DO UPDATE SET controller = excluded.controller,"
-                    " pid = excluded.pid, since = excluded.since",
-                    (scenario, self.controller, os.getpid(), self.clock()),
-                )
             yield
         finally:
-            try:
-                with self.transaction() as cur:
-                    cur.execute(
-                        "DELETE FROM claims WHERE scenario = ? AND controller = ? AND pid = ?",
-                        (scenario, self.controller, os.getpid()),
-                    )
-            finally:
-                self.db.release_claim(scenario)
+            self.db.release_claim(scenario)
 
     # ------------------------------------------------------------------ writes
 

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,59 @@ def claim_key(scenario: str) -> int:
     """A scenario name as a signed 64-bit key (an advisory lock's, a lock file's name)."""
     digest = hashlib.blake2b(f"drivelab claim {scenario}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a scenario's claim."""
+
+    controller: str
+    pid: int
+    since: float
+
+    def __str__(self) -> str:
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.since))
+        return f"{self.controller} (pid {self.pid}, since {since})"
+
+
+class FileClaims:
+    """Claims on an SQLite store: ``flock`` on ``<store>.claims/<key>``, the holder
+    written in the file. The kernel drops the lock when the process ends, however it
+    ends; the store file itself is not needed (nor made) for a claim."""
+
+    def __init__(self, path: Path) -> None:
+        self.folder = path.with_name(path.name + ".claims")
+        self._fds: dict[str, int] = {}
+
+    def try_claim(self, scenario: str, holder: Holder) -> str | None:
+        """None when claimed; else who holds it."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        name = self.folder / f"{claim_key(scenario) & (2**64 - 1):016x}"
+        fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                held = json.loads(os.pread(fd, 4096, 0) or b"null")
+                return str(Holder(**held)) if held else "another drivelab"
+            except (ValueError, TypeError):
+                return "another drivelab"
+            finally:
+                os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(asdict(holder)).encode(), 0)
+        self._fds[scenario] = fd
+        return None
+
+    def release(self, scenario: str) -> None:
+        fd = self._fds.pop(scenario, None)
+        if fd is not None:
+            os.ftruncate(fd, 0)
+            os.close(fd)
+
+    def release_all(self) -> None:
+        for scenario in list(self._fds):
+            self.release(scenario)
 
 
 class Cursor:
@@ -70,7 +126,7 @@ class SQLiteBackend:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
         self.path = path
-        self._claims: dict[str, int] = {}
+        self.claims = FileClaims(path)
 
     @classmethod
     def connect(cls, path: Path, create: bool) -> SQLiteBackend:
@@ -117,30 +173,14 @@ class SQLiteBackend:
     def broken_references(self, cur: Cursor) -> list[Any]:
         return cur.execute("PRAGMA foreign_key_check").fetchall()
 
-    def try_claim(self, scenario: str) -> bool:
-        """``flock`` on ``<store>.claims/<key>``: the kernel drops it when the process
-        ends, however it ends."""
-        folder = self.path.with_name(self.path.name + ".claims")
-        folder.mkdir(exist_ok=True)
-        fd = os.open(
-            folder / f"{claim_key(scenario) & (2**64 - 1):016x}", os.O_RDWR | os.O_CREAT, 0o644
-        )
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self._claims[scenario] = fd
-        return True
+    def try_claim(self, scenario: str, holder: Holder) -> str | None:
+        return self.claims.try_claim(scenario, holder)
 
     def release_claim(self, scenario: str) -> None:
-        fd = self._claims.pop(scenario, None)
-        if fd is not None:
-            os.close(fd)
+        self.claims.release(scenario)
 
     def close(self) -> None:
-        for scenario in list(self._claims):
-            self.release_claim(scenario)
+        self.claims.release_all()
         self.conn.close()
 
 
@@ -155,6 +195,7 @@ class PostgresBackend:
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
+        self._held: dict[str, Holder] = {}
 
     @classmethod
     def connect(cls, target: PostgresTarget) -> PostgresBackend:
@@ -208,14 +249,35 @@ class PostgresBackend:
     def broken_references(self, cur: Cursor) -> list[Any]:
         return []
 
-    def try_claim(self, scenario: str) -> bool:
+    def try_claim(self, scenario: str, holder: Holder) -> str | None:
         """A session advisory lock: the server drops it when this connection ends,
-        however it ends (a killed controller's connection is closed by the kernel)."""
-        row = self.cursor().execute("SELECT pg_try_advisory_lock(?)", (claim_key(scenario),))
-        return bool(row.fetchone()[0])
+        however it ends (a killed controller's connection is closed by the kernel). The
+        ``claims`` row says who holds it, for the refusal."""
+        cur = self.cursor()
+        if not cur.execute("SELECT pg_try_advisory_lock(?)", (claim_key(scenario),)).fetchone()[0]:
+            row = cur.execute(
+                "SELECT controller, pid, since FROM claims WHERE scenario = ?", (scenario,)
+            ).fetchone()
+            return str(Holder(*row)) if row else "another drivelab"
+        cur.execute(
+            "INSERT INTO claims (scenario, controller, pid, since) VALUES (?,?,?,?)"
+            " ON CONFLICT (scenario) DO UPDATE SET controller = excluded.controller,"
+            " pid = excluded.pid, since = excluded.since",
+            (scenario, holder.controller, holder.pid, holder.since),
+        )
+        self._held[scenario] = holder
+        return None
 
     def release_claim(self, scenario: str) -> None:
-        self.cursor().execute("SELECT pg_advisory_unlock(?)", (claim_key(scenario),)).fetchone()
+        holder = self._held.pop(scenario, None)
+        if holder is None:
+            return
+        cur = self.cursor()
+        cur.execute(
+            "DELETE FROM claims WHERE scenario = ? AND controller = ? AND pid = ?",
+            (scenario, holder.controller, holder.pid),
+        )
+        cur.execute("SELECT pg_advisory_unlock(?)", (claim_key(scenario),)).fetchone()
 
     def close(self) -> None:
         self.conn.close()

@@ -171,9 +171,10 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Cursor], None], ...]] = {
         # a team store has several controllers: the one that recorded each run (its host
         # name; a run recorded before version 4 reads as '', not known)
         "ALTER TABLE runs ADD COLUMN controller TEXT NOT NULL DEFAULT ''",
-        # who is running a scenario now (Store.claim): the row says who; the lock that
-        # makes it true is the backend's (an advisory lock on PostgreSQL, a file lock
-        # beside an SQLite file), so a claim dies with its process
+        # who is running a scenario now on a PostgreSQL store (Store.claim): the row
+        # says who, the session advisory lock makes it true, so a claim dies with its
+        # connection. An SQLite store's claims are lock files beside it (its rows stay
+        # empty: the claim must not make the file)
         """CREATE TABLE claims (
             scenario TEXT NOT NULL PRIMARY KEY,
             controller TEXT NOT NULL,

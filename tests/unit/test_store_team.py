@@ -23,7 +23,7 @@ import pytest
 from collector import cli
 from collector.errors import DrivelabError
 from collector.records import CellSpec, ClientResult, RunRecord, RunStatus
-from collector.store import Store
+from collector.store import Store, claim
 from collector.store.target import PostgresTarget, parse_target
 from tests import pgcluster
 from tests.conftest import SCENARIO
@@ -186,7 +186,7 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     from collector.records import CellSpec, ClientResult, RunRecord, RunStatus, SeriesPoint
-    from collector.store import Store
+    from collector.store import Store, claim
     uri, name, tag, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     with Store.open(uri, controller=f"ctl-{tag}") as s:
         while time.time() < start:
@@ -282,7 +282,7 @@ def test_two_writers_of_one_cell_queue_and_never_mix(pg_cluster):
 HOLDER = textwrap.dedent(
     """
     import sys
-    from collector.store import Store
+    from collector.store import Store, claim
     with Store.open(sys.argv[1], controller="ctl-a") as s, s.claim(sys.argv[2]):
         print("held", flush=True)
         sys.stdin.read()  # until the test closes it, or kills us
@@ -325,25 +325,45 @@ def test_a_scenario_name_is_one_writers_at_a_time(store_target):
             assert f"scenario 'nightly' is being run into {store_target} by ctl-a (pid" in message
             assert f"pid {holder.pid}, since " in message and "\n" not in message
             with s.claim("other"):  # another name is free
-                assert s._one("SELECT count(*) FROM claims")[0] == 2
+                if not isinstance(store_target, Path):
+                    assert s._one("SELECT count(*) FROM claims")[0] == 2
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
-    with Store.open(store_target) as s:  # the killed holder's row is stale, but only says who
-        assert s._all("SELECT controller, pid FROM claims") == [("ctl-a", holder.pid)]
+    if not isinstance(store_target, Path):
+        with Store.open(store_target) as s:  # the killed holder's row is stale: it only says who
+            assert s._all("SELECT controller, pid FROM claims") == [("ctl-a", holder.pid)]
     _claim_when_free(store_target, "nightly")  # its lock died with it: the name is free
     with Store.open(store_target) as s:  # the new claim took the row over, and removed it
         assert s._all("SELECT controller FROM claims") == []
 
 
-def test_a_claim_released_cleanly_leaves_no_row(store_target):
+def test_a_claim_released_cleanly_leaves_nothing(store_target):
     holder = _holder(store_target, "nightly")
     holder.stdin.close()
     assert holder.wait(timeout=30) == 0
-    with Store.open(store_target) as s, s.claim("nightly"):
-        assert s._all("SELECT scenario FROM claims") == [("nightly",)]
+    if isinstance(store_target, Path):
+        (lock,) = store_target.with_name("drivelab.db.claims").iterdir()
+        assert lock.read_bytes() == b""
+        with claim(store_target, "nightly", controller="ctl-c"):
+            assert json.loads(lock.read_bytes())["controller"] == "ctl-c"
+        assert lock.read_bytes() == b""
+    else:
+        with Store.open(store_target) as s, s.claim("nightly"):
+            assert s._all("SELECT scenario FROM claims") == [("nightly",)]
     with Store.open(store_target) as s:
         assert s._all("SELECT scenario FROM claims") == []
+
+
+def test_a_claim_on_sqlite_makes_no_store(tmp_path):
+    """A run refused after its claim (bad settings, say) leaves no results store: the
+    SQLite claim is a lock file beside where the store would be."""
+    db = tmp_path / "results" / "drivelab.db"
+    with claim(db, "nightly"), claim(db, "other"):  # two names, side by side
+        refused = pytest.raises(DrivelabError, match=r"scenario 'nightly' is being run into")
+        with refused, claim(db, "nightly"):
+            pass
+    assert not db.exists()
 
 
 def test_the_cluster_is_private(pg_cluster):
