@@ -496,3 +496,22 @@ def test_a_bad_document_is_one_line_and_imports_nothing(text, message, tmp_path,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and str(doc) in err
     assert not (tmp_path / "d.db").exists()
+
+
+def test_a_test_cluster_that_cannot_start_raises_and_leaves_nothing(monkeypatch):
+    """The session's cluster failing to start is an error (the store tests then fail, they
+    do not skip), with the server's own words, and its folder is removed."""
+    monkeypatch.setattr(pgcluster, "PORT", 0)  # the server refuses to start on port 0
+    made: list[str] = []
+    mkdtemp = pgcluster.tempfile.mkdtemp
+
+    def recording(**kwargs) -> str:
+        made.append(mkdtemp(**kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(pgcluster.tempfile, "mkdtemp", recording)
+    failing = pytest.raises(RuntimeError, match=r"the results test cluster exited \(1\): .*port")
+    with failing, pgcluster.started():
+        pass
+    (folder,) = made
+    assert folder.startswith("/tmp/drivelab-results-pg-") and not Path(folder).exists()
