@@ -142,8 +142,13 @@ class Reads:
     def samples(
         self, scenario_id: int | None = None, run_id: int | None = None, metric_prefix: str = ""
     ) -> list[Sample]:
-        sql = "SELECT metric, value, unit, labels_json, timestamp FROM samples WHERE metric LIKE ?"
-        args: list[Any] = [metric_prefix.replace("%", r"\%") + "%"]
+        # the prefix compared exactly, the same on both backends (LIKE is not: SQLite's
+        # ignores ASCII case, and '_' is a wildcard in both)
+        sql = (
+            "SELECT metric, value, unit, labels_json, timestamp FROM samples"
+            " WHERE substr(metric, 1, ?) = ?"
+        )
+        args: list[Any] = [len(metric_prefix), metric_prefix]
         if scenario_id is not None:
             sql += " AND scenario_id = ?"
             args.append(scenario_id)

@@ -406,3 +406,16 @@ def test_a_version_3_store_is_upgraded_and_reads_back_the_same(results_store, tm
         assert s.runs(cells[0][0])[-1].controller == "ctl-b"
     with Store.open(v3) as s:  # reopened: nothing to migrate
         assert s.version() == 4 and _count(v3, "schema_version") == 1
+
+
+def test_samples_by_prefix_are_exact_on_both_backends(store_target):
+    """A metric prefix is compared as given: case counts and '_' or '%' are characters."""
+    from collector.records import Sample  # noqa: PLC0415
+
+    with Store.open(store_target) as s:
+        sid = s.add_scenario("p")
+        names = ["drivelab_fio_iops", "DRIVELAB_fio_iops", "drivelabXfio_iops", "drivelab_%x"]
+        s.add_samples([Sample(n, 1.0, "ops", {}) for n in names], sid)
+        assert [x.metric for x in s.samples(sid, metric_prefix="drivelab_fio")] == [names[0]]
+        assert [x.metric for x in s.samples(sid, metric_prefix="drivelab_%")] == [names[3]]
+        assert len(s.samples(sid)) == 4
