@@ -17,6 +17,17 @@ from collector.store import Store
 from tests.conftest import DATA
 
 
+def scaled(s: Store, run, f: float) -> RunRecord:
+    """A stored run again, its tps and transactions times ``f``."""
+    return RunRecord(
+        repetition=run.repetition,
+        status=run.status,
+        reason=run.reason,
+        clients=tuple(replace(c, tps=c.tps * f) for c in s.client_results(run.id)),
+        series=tuple(replace(p, transactions=p.transactions * f) for p in s.series(run.id)),
+    )
+
+
 @pytest.fixture(scope="module")
 def two_scenarios(results_db, tmp_path_factory):
     """The realistic store plus a second scenario: the same cells, ssd 2 % faster."""
@@ -29,18 +40,7 @@ def two_scenarios(results_db, tmp_path_factory):
             new_cid = s.add_cell(sid, spec)
             for run in s.runs(cid):
                 f = 1.02 if spec.drive == "ssd" else 1.0
-                s.record_run(
-                    new_cid,
-                    RunRecord(
-                        repetition=run.repetition,
-                        status=run.status,
-                        reason=run.reason,
-                        clients=tuple(replace(c, tps=c.tps * f) for c in s.client_results(run.id)),
-                        series=tuple(
-                            replace(p, transactions=p.transactions * f) for p in s.series(run.id)
-                        ),
-                    ),
-                )
+                s.record_run(new_cid, scaled(s, run, f))
     return path
 
 
@@ -203,18 +203,7 @@ def two_sets(results_db, tmp_path_factory):
                 sid, replace(spec, pg_settings_name=name, pg_settings={"wal_sync_method": name})
             )
             for run in s.runs(cid):
-                run_id = s.record_run(
-                    new_cid,
-                    RunRecord(
-                        repetition=run.repetition,
-                        status=run.status,
-                        reason=run.reason,
-                        clients=tuple(replace(c, tps=c.tps * f) for c in s.client_results(run.id)),
-                        series=tuple(
-                            replace(p, transactions=p.transactions * f) for p in s.series(run.id)
-                        ),
-                    ),
-                )
+                run_id = s.record_run(new_cid, scaled(s, run, f))
                 env = _with(LAB_ENV, "wal_sync_method", name)
                 s.add_facts(sid, {"environment": env}, scope="run", run_id=run_id)
     return path
