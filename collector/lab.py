@@ -18,6 +18,9 @@ from collector.paths import LOCAL_INVENTORY
 
 INVENTORY = LOCAL_INVENTORY / "hosts.yml"
 CONTAINERS = Path("/var/lib/drivelab/containers")
+#: the lab's results store (roles/lab/tasks/results.yml): a PostgreSQL cluster of the
+#: controller's, its URI in the file ``uri`` of this folder
+RESULTS_STORE = Path("/var/lib/drivelab/results-pg")
 MAX_CLIENTS = 200
 MIN_DB_MEMORY = 128 * 1024**2
 
@@ -54,6 +57,9 @@ class LabStatus:
     release: str = ""
     #: cgroup hierarchy of the DB host's memory limit and IOPS caps (v1 or v2)
     cgroup: str = ""
+    #: the lab's results store (``lab up --results-store``): its URI, "" when there is none
+    results_store: str = ""
+    results_store_answers: bool = False
     hosts: list[LabHost] = field(default_factory=list)
     drives: list[LabDrive] = field(default_factory=list)
 
@@ -95,6 +101,24 @@ def _attached(backing_file: str) -> bool:
     return proc.returncode == 0 and bool(proc.stdout.strip())
 
 
+def results_store_uri(folder: Path = RESULTS_STORE) -> str:
+    """The URI of the lab's results store, "" when the lab has none."""
+    try:
+        return (folder / "uri").read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
+def results_store_answers(uri: str) -> bool:
+    import psycopg  # noqa: PLC0415
+
+    try:
+        with psycopg.connect(uri, connect_timeout=3):
+            return True
+    except psycopg.Error:
+        return False
+
+
 def _container_state(name: str) -> str:
     """running or stopped, from the pid file the lab's lab_container module writes."""
     try:
@@ -110,6 +134,7 @@ def status(path: Path = INVENTORY) -> LabStatus:
     top = inv.get("all", {})
     children = top.get("children", {})
     namespaces = _netns_names()
+    uri = results_store_uri()
     kind = top.get("vars", {}).get("drivelab_lab_hosts", "netns")
     hosts: list[LabHost] = []
     drives: list[LabDrive] = []
@@ -150,6 +175,8 @@ def status(path: Path = INVENTORY) -> LabStatus:
         kind=kind,
         release=str(top.get("vars", {}).get("drivelab_lab_release", "")),
         cgroup=str(top.get("vars", {}).get("drivelab_lab_cgroup", "")),
+        results_store=uri,
+        results_store_answers=bool(uri) and results_store_answers(uri),
         hosts=hosts,
         drives=drives,
     )

@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import re
+import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from collector import lab
 from collector.errors import DrivelabError
-from collector.paths import REPO
+from collector.paths import REPO, results_dir
 from collector.playbook import run_playbook
 from collector.units import human_size, parse_size
 
@@ -71,6 +73,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         extra["lab_bridge"] = args.bridge
     if args.hosts is not None:
         extra["lab_hosts"] = args.hosts
+    if args.results_store:
+        extra["lab_results_store"] = True
     if args.release is not None:
         if args.hosts != "container":
             raise DrivelabError("--release is for container hosts: add --hosts container")
@@ -91,8 +95,39 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def save_results_store(uri: str) -> tuple[Path, int, int] | None:
+    """The lab's results store exported to the results folder before lab down removes it
+    (``drivelab import FILE --db ...`` brings it back): the file and its scenario and run
+    counts; None when it holds nothing."""
+    from collector.store import Store, transfer  # noqa: PLC0415
+    from collector.store.target import parse_target  # noqa: PLC0415
+    from collector.transfercmd import write_export  # noqa: PLC0415
+
+    try:
+        store = Store.open(parse_target(uri, where="the lab's results store"), create=False)
+    except DrivelabError:
+        return None  # no drivelab tables yet: nothing was stored
+    with store:
+        doc = transfer.export(store)
+    if not doc["scenarios"]:
+        return None
+    out = results_dir() / f"lab-results-store-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_export(doc, out)
+    return out, len(doc["scenarios"]), sum(len(s["runs"]) for s in doc["scenarios"])
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     console = Console()
+    uri = lab.results_store_uri()
+    if uri and lab.results_store_answers(uri):
+        saved = save_results_store(uri)
+        if saved:
+            out, scenarios, runs = saved
+            console.print(
+                f"lab down: the lab's results store ({scenarios} scenarios, {runs} runs) saved to"
+                f" {out}; 'drivelab import {out} --db ...' brings it back"
+            )
     with console.status("tearing the local lab down", spinner="dots"):
         result = run_playbook(
             "lab.yml",
@@ -137,6 +172,11 @@ def show_status(console: Console) -> lab.LabStatus:
             d.name, d.cls, str(d.iops_cap or "none"), human_size(d.size_bytes), dev, d.backing_file
         )
     console.print(drives)
+    if st.results_store:
+        answers = "answers" if st.results_store_answers else "[red]no answer[/red]"
+        console.print(
+            f"results store: {st.results_store} ({answers}); use it with --db or DRIVELAB_DB"
+        )
     return st
 
 
@@ -151,6 +191,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if not (h.netns_exists and h.ssh_answers) or h.container not in ("", "running")
     ]
     broken += [d.name for d in st.drives if not d.attached]
+    if st.results_store and not st.results_store_answers:
+        broken.append("the results store")
     if broken:
         raise DrivelabError(f"lab is not whole: {', '.join(broken)} missing or not answering")
     return 0
@@ -181,6 +223,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--release",
         choices=("trixie", "bookworm"),
         help="Debian release of container hosts (default trixie)",
+    )
+    up.add_argument(
+        "--results-store",
+        action="store_true",
+        help="also run a PostgreSQL cluster on this machine for results (a team store to try): "
+        "lab status shows its URI; remembered until lab down, which saves it to the results folder",
     )
     up.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")
     up.set_defaults(func=cmd_up)

@@ -22,12 +22,19 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     with open_store(args.db) as store:
         doc = transfer.export(store, args.scenarios)
-    text = json.dumps(doc, separators=(",", ":")) + "\n"
     if str(args.output) == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
         return 0
     out = Path(args.output)
-    # atomically: a reader never sees half a document
+    write_export(doc, out)
+    runs = sum(len(s["runs"]) for s in doc["scenarios"])
+    print(f"exported {len(doc['scenarios'])} scenarios, {runs} runs: {out}")
+    return 0
+
+
+def write_export(doc: dict, out: Path) -> None:
+    """The export document at ``out``, atomically: a reader never sees half of it."""
+    text = json.dumps(doc, separators=(",", ":")) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -37,9 +44,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    runs = sum(len(s["runs"]) for s in doc["scenarios"])
-    print(f"exported {len(doc['scenarios'])} scenarios, {runs} runs: {out}")
-    return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -22,8 +22,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.lab.conftest import BIN, REPO, db_drives, drivelab
+from collector import lab
+from tests.lab.conftest import BIN, REPO, db_drives, drivelab, lab_inventory
 
 pytestmark = pytest.mark.lab
 
@@ -423,3 +425,111 @@ def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path,
     assert sorted(p.name for p in STAMPS.iterdir()) == ["client1", "client2", "client3", "dbhost"]
     _, skipped = runner.provision_unless_unchanged()
     assert skipped, "the second provisioning after adding a client did not stop at the stamps"
+
+
+TEAM = """\
+    ---
+    name: {name}
+    baseline: {drive}
+    drives: [{drive}]
+    placement: [cluster]
+    workload: {{scale: [2], clients_per_host: 1, threads: 1, duration: 5}}
+    hosts: [1]
+    repetitions: 2
+"""
+
+
+def one_client_inventory(path: Path, client: str) -> Path:
+    """The lab's inventory with one client host: two runs at once keep to their own
+    client (its pgbench and its folders) and, placement cluster, their own PostgreSQL
+    cluster on their own drive, so neither restarts the other's server."""
+    inv = lab_inventory()
+    clients = inv["all"]["children"]["clients"]["hosts"]
+    inv["all"]["children"]["clients"]["hosts"] = {client: clients[client]}
+    path.write_text(yaml.safe_dump(inv), encoding="utf-8")
+    return path
+
+
+def test_two_runs_write_one_postgresql_store_at_once_and_a_rerun_resumes_from_it(
+    lab2, tmp_path, monkeypatch
+):
+    """`lab up --results-store` starts the lab's results cluster on the controller; two
+    `drivelab run` of different scenarios (nvme, ssd) write into it at the same time and
+    both complete; the report shows each with its 2 runs; running one again resumes from
+    the PostgreSQL store (every repetition found stored, none run twice); lab down saves
+    the store to the results folder before it removes the cluster. Last in the module:
+    it ends with lab down."""
+    import psycopg  # noqa: PLC0415
+
+    drivelab("lab", "up", "--results-store")
+    status = json.loads(drivelab("lab", "status", "--json").stdout)
+    uri = status["results_store"]
+    assert uri.startswith("postgresql://drivelab_results@/drivelab_results?"), uri
+    assert status["results_store_answers"], status
+    env = dict(os.environ, DRIVELAB_DB=uri)
+    runs = {}
+    for name, drive, client in (("team-a", "nvme", "client1"), ("team-b", "ssd", "client2")):
+        scenario = tmp_path / f"{name}.yml"
+        scenario.write_text(textwrap.dedent(TEAM.format(name=name, drive=drive)), encoding="utf-8")
+        inventory = one_client_inventory(tmp_path / f"{name}-hosts.yml", client)
+        runs[name] = (scenario, inventory)
+    procs = {}
+    for name, (scenario, inventory) in runs.items():
+        procs[name] = subprocess.Popen(
+            [str(BIN / "drivelab"), "run", str(scenario), "--inventory", str(inventory),
+             "--no-telemetry"],
+            cwd=REPO, env=dict(env, DRIVELAB_RESULTS=str(tmp_path / name)), start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    try:
+        outs = {name: proc.communicate(timeout=900)[0] for name, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    for name, proc in procs.items():
+        assert proc.returncode == 0, f"{name}: {outs[name][-3000:]}"
+
+    with psycopg.connect(uri) as conn:
+        rows = conn.execute(
+            """SELECT s.name, c.key, r.repetition, r.status, r.controller, r.started_at, r.ended_at
+               FROM runs r JOIN cells c ON c.id = r.cell_id JOIN scenarios s ON s.id = c.scenario_id
+               ORDER BY s.name, r.repetition"""
+        ).fetchall()
+    by = {name: [r for r in rows if r[0] == name] for name in runs}
+    for name, drive in (("team-a", "nvme"), ("team-b", "ssd")):
+        assert [(r[2], r[3]) for r in by[name]] == [(0, "complete"), (1, "complete")], rows
+        assert all(drive in r[1] for r in by[name]), rows  # never the other's cell
+        assert {r[4] for r in by[name]} == {os.uname().nodename}, rows
+    # they wrote at the same time: each scenario's runs span into the other's
+    span = {name: (min(r[5] for r in rs), max(r[6] for r in rs)) for name, rs in by.items()}
+    assert max(s for s, _ in span.values()) < min(e for _, e in span.values()), span
+
+    report = drivelab("report", "--db", uri, "--json", str(tmp_path / "report.json"))
+    assert "team-a" in report.stdout and "team-b" in report.stdout
+    reported = json.loads((tmp_path / "report.json").read_text())["runs"]
+    counts = {
+        n: sum(r["scenario"] == n and r["status"] == "complete" for r in reported) for n in runs
+    }
+    assert counts == {"team-a": 2, "team-b": 2}, counts
+
+    scenario, inventory = runs["team-a"]
+    again = subprocess.run(
+        [str(BIN / "drivelab"), "run", str(scenario), "--inventory", str(inventory), "--no-telemetry"],
+        cwd=REPO, env=dict(env, DRIVELAB_RESULTS=str(tmp_path / "team-a")), capture_output=True,
+        text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+    assert "all 2 repetitions stored, skipped" in again.stdout, again.stdout[-3000:]
+    with psycopg.connect(uri) as conn:
+        after = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+    assert after == len(rows) == 4
+
+    monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "saved"))
+    down = drivelab("lab", "down")
+    saved = sorted((tmp_path / "saved").glob("lab-results-store-*.json"))
+    assert len(saved) == 1, down.stdout
+    assert "(2 scenarios, 4 runs) saved to" in " ".join(down.stdout.split()), down.stdout
+    doc = json.loads(saved[0].read_text())
+    assert sorted(sc["scenarios"][0][1] for sc in doc["scenarios"]) == ["team-a", "team-b"]
+    assert not lab.RESULTS_STORE.exists()

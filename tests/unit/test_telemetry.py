@@ -575,29 +575,39 @@ def test_http_errors_name_the_url(live):
     assert "\n" not in str(err.value)
 
 
-def test_lab_teardown_finds_only_a_live_prometheus(live, tmp_path):
-    """roles/lab/library/lab_teardown.py ends the lab's daemons (Prometheus, the apt
-    proxy, container hosts) through their pidfiles: the pid must be a running process of
-    that program, anything else is left alone."""
-    lab, _, _, _ = live
-    spec = importlib.util.spec_from_file_location(
-        "ansible.module_utils.drivelab_lab", ROOT / "roles/lab/module_utils/drivelab_lab.py"
-    )
-    utils = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(utils)
-    saved = sys.modules.get("ansible.module_utils.drivelab_lab")
-    sys.modules["ansible.module_utils.drivelab_lab"] = utils
+def lab_teardown_module():
+    """roles/lab/library/lab_teardown.py, imported with its module_utils in place (both of
+    them: run alone, no other test has put drivelab_cgroup in sys.modules)."""
+    names = ("drivelab_lab", "drivelab_cgroup")
+    saved = {n: sys.modules.get(f"ansible.module_utils.{n}") for n in names}
     try:
+        for name in names:
+            spec = importlib.util.spec_from_file_location(
+                f"ansible.module_utils.{name}", ROOT / f"roles/lab/module_utils/{name}.py"
+            )
+            utils = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(utils)
+            sys.modules[f"ansible.module_utils.{name}"] = utils
         spec = importlib.util.spec_from_file_location(
             "lab_teardown", ROOT / "roles/lab/library/lab_teardown.py"
         )
         teardown = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(teardown)
     finally:
-        if saved is None:
-            sys.modules.pop("ansible.module_utils.drivelab_lab")
-        else:
-            sys.modules["ansible.module_utils.drivelab_lab"] = saved
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(f"ansible.module_utils.{name}", None)
+            else:
+                sys.modules[f"ansible.module_utils.{name}"] = module
+    return teardown
+
+
+def test_lab_teardown_finds_only_a_live_prometheus(live, tmp_path):
+    """roles/lab/library/lab_teardown.py ends the lab's daemons (Prometheus, the apt
+    proxy, container hosts) through their pidfiles: the pid must be a running process of
+    that program, anything else is left alone."""
+    lab, _, _, _ = live
+    teardown = lab_teardown_module()
     cases = {
         "prometheus": str(lab.prom.pid),
         "exporter": str(lab.procs[0].pid),  # a live process that is not prometheus
@@ -616,3 +626,20 @@ def test_lab_teardown_finds_only_a_live_prometheus(live, tmp_path):
     wrong.mkdir(parents=True)
     (wrong / "nspawn.pid").write_text(f"{lab.prom.pid}\n")
     assert teardown.lab_daemons([str(tmp_path / "wrong")], only=b"systemd-nspawn") == []
+
+
+def test_lab_teardown_finds_the_results_store_postmaster_by_its_pidfile(pg_cluster, tmp_path):
+    """The lab's results store (lab up --results-store) is a postmaster of the controller:
+    lab down finds it by the first line of postmaster.pid below the lab folder (a real
+    server's file), and leaves alone a pidfile whose pid is no postgres."""
+    teardown = lab_teardown_module()
+    pidfile = (pg_cluster.data / "postmaster.pid").read_text()
+    assert len(pidfile.splitlines()) > 1  # the pid, then the data folder, start time, port...
+    ours = tmp_path / "lab" / "results-pg" / "data"
+    ours.mkdir(parents=True)
+    (ours / "postmaster.pid").write_text(pidfile)
+    other = tmp_path / "other" / "results-pg" / "data"
+    other.mkdir(parents=True)
+    (other / "postmaster.pid").write_text(f"{os.getpid()}\n{other}\n")
+    assert teardown.lab_daemons([str(tmp_path / "lab")]) == [pg_cluster.proc.pid]
+    assert teardown.lab_daemons([str(tmp_path / "other")]) == []

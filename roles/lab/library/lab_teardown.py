@@ -100,10 +100,12 @@ def lab_pg_clusters(prefix):
 
 
 # Daemons of the lab that run on the controller, in no lab namespace: (pidfile below a
-# lab folder, program). The lab's Prometheus (role prometheus_server), its apt proxy, and
-# each container host's systemd-nspawn.
+# lab folder, program). The lab's Prometheus (role prometheus_server), its apt proxy, its
+# results store's postmaster (the first line of postmaster.pid), and each container host's
+# systemd-nspawn.
 DAEMONS = (
     ("prometheus/prometheus.pid", b"prometheus"),
+    ("results-pg/data/postmaster.pid", b"postgres"),
     ("apt-cacher-ng/apt-cacher-ng.pid", b"apt-cacher-ng"),
     ("containers/*/nspawn.pid", b"systemd-nspawn"),
 )
@@ -121,7 +123,7 @@ def lab_daemons(dirs, only=None):
             for pidfile in glob.glob(os.path.join(d, pattern)):
                 try:
                     with open(pidfile, encoding="ascii") as fh:
-                        pid = int(fh.read().strip())
+                        pid = int(fh.readline().strip())
                     with open(f"/proc/{pid}/cmdline", "rb") as fh:
                         argv0 = fh.read().split(b"\0")[0]
                 except (OSError, ValueError):
