@@ -485,6 +485,7 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
         raw_outputs=tuple(raw) + tuple(r for c in clients for r in c.raw),
         samples=tuple(samples),
         facts=facts,
+        controller=meta.controller,
     )
     gathered = GatheredRun(
         run_dir, meta.scenario, meta.cell, record, tuple(device), meta.cell_id, meta.scenario_info

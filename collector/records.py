@@ -625,3 +625,5 @@ class RunRecord:
     samples: tuple[Sample, ...] = ()
     facts: Mapping[str, Any] = field(default_factory=dict)
     attempt: int = 1
+    #: the controller that ran it, when the run folder says (else the store's own)
+    controller: str | None = None

@@ -185,6 +185,9 @@ class RunMeta:
     #: checkpoint, restart and dropped caches before the run (False: a rate search's
     #: steps, which run warm)
     cold_start: bool = True
+    #: the host name of the controller that ran it (run.json written before this field
+    #: existed: None, and the store records the gathering controller)
+    controller: str | None = None
 
     @property
     def log(self) -> str:
@@ -209,6 +212,7 @@ class RunMeta:
             "repetition": self.repetition,
             "attempt": self.attempt,
             "cold_start": self.cold_start,
+            "controller": self.controller,
             "db_host": self.db_host,
             "client_hosts": list(self.client_hosts),
             "pgbench": dict(self.pgbench),
@@ -274,6 +278,7 @@ class RunMeta:
             repetition=repetition,
             attempt=attempt,
             cold_start=c.get(doc, "cold_start", (bool,), required=False, default=True),
+            controller=c.get(doc, "controller", (str,), required=False) or None,
             db_host=c.get(doc, "db_host", (str,), required=False),
             client_hosts=tuple(hosts),
             pgbench=opts,

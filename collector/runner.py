@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -300,6 +301,7 @@ def run_meta(
         client_hosts=tuple(hosts),
         pgbench=cell.pgbench.for_run_json(),
         started_at=time.time(),
+        controller=socket.gethostname(),
     )
 
 

@@ -406,7 +406,7 @@ class Store(Reads):
                     run.ended_at,
                     _dumps(list(run.commands)),
                     self.clock(),
-                    self.controller,
+                    run.controller or self.controller,
                 ),
             ).fetchone()
             run_id = int(made[0])

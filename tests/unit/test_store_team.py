@@ -416,6 +416,14 @@ def test_gather_into_a_server_store(pg_cluster, tmp_path, capsys):
         (run,) = s.runs(cid)
         assert run.controller == socket.gethostname()
         assert [c.client for c in s.client_results(run.id)] == ["client1", "client2"]
+    # a run folder whose run.json names the controller that ran it (as drivelab run writes
+    # it), gathered on another: the store keeps who ran it, not who gathered it
+    meta = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps(dict(meta, controller="lab-ctl-b")))
+    assert cli.main(["gather", str(run_dir), "--db", uri]) == 0
+    with Store.open(uri, create=False) as s:
+        (run,) = s.runs(cid)
+        assert run.controller == "lab-ctl-b"
 
 
 # ------------------------------------------------------------------ export / import
