@@ -461,7 +461,11 @@ def test_two_runs_write_one_postgresql_store_at_once_and_a_rerun_resumes_from_it
     it ends with lab down."""
     import psycopg  # noqa: PLC0415
 
+    from collector import runner  # noqa: PLC0415
+
     drivelab("lab", "up", "--results-store")
+    # provisioned once here (skipped when the tests above did it), not by both runs at once
+    runner.provision_unless_unchanged()
     status = json.loads(drivelab("lab", "status", "--json").stdout)
     uri = status["results_store"]
     assert uri.startswith("postgresql://drivelab_results@/drivelab_results?"), uri
