@@ -463,6 +463,7 @@ def test_two_runs_write_one_postgresql_store_at_once_and_a_rerun_resumes_from_it
 
     from collector import runner  # noqa: PLC0415
 
+    monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "logs"))  # playbook logs
     drivelab("lab", "up", "--results-store")
     # provisioned once here (skipped when the tests above did it), not by both runs at once
     runner.provision_unless_unchanged()
