@@ -6,7 +6,8 @@ nothing changed, and two sets of settings (wal_sync_method) are two stored cells
 `drivelab compare` tells apart by that setting; a three-step rate sweep stores three
 runs with their p99 and the report lists them ordered by rate; the rate search on
 hdd7200 finds a sustained rate inside its bracket, and a real run at 1.5 times it
-breaks the target."""
+breaks the target; a run into the lab's PostgreSQL results store while another process
+writes to it, and its resumption from there."""
 
 from __future__ import annotations
 
@@ -22,10 +23,9 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from collector import lab
-from tests.lab.conftest import BIN, REPO, db_drives, drivelab, lab_inventory
+from tests.lab.conftest import BIN, REPO, db_drives, drivelab, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -429,112 +429,105 @@ def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path,
 
 TEAM = """\
     ---
-    name: {name}
-    baseline: {drive}
-    drives: [{drive}]
-    placement: [cluster]
-    workload: {{scale: [2], clients_per_host: 1, threads: 1, duration: 5}}
+    name: team-a
+    baseline: nvme
+    drives: [nvme]
+    workload: {scale: [2], clients_per_host: 1, threads: 1, duration: 5}
     hosts: [1]
     repetitions: 2
 """
 
 
-def one_client_inventory(path: Path, client: str) -> Path:
-    """The lab's inventory with one client host: two runs at once keep to their own
-    client (its pgbench and its folders) and, placement cluster, their own PostgreSQL
-    cluster on their own drive, so neither restarts the other's server."""
-    inv = lab_inventory()
-    clients = inv["all"]["children"]["clients"]["hosts"]
-    inv["all"]["children"]["clients"]["hosts"] = {client: clients[client]}
-    path.write_text(yaml.safe_dump(inv), encoding="utf-8")
-    return path
-
-
-def test_two_runs_write_one_postgresql_store_at_once_and_a_rerun_resumes_from_it(
-    lab2, tmp_path, monkeypatch
-):
-    """`lab up --results-store` starts the lab's results cluster on the controller; two
-    `drivelab run` of different scenarios (nvme, ssd) write into it at the same time and
-    both complete; the report shows each with its 2 runs; running one again resumes from
-    the PostgreSQL store (every repetition found stored, none run twice); lab down saves
-    the store to the results folder before it removes the cluster. Last in the module:
-    it ends with lab down."""
+def pg_runs(uri: str) -> list[tuple]:
     import psycopg  # noqa: PLC0415
 
+    with psycopg.connect(uri) as conn:
+        try:
+            return conn.execute(
+                """SELECT s.name, c.key, r.repetition, r.status, r.controller, r.recorded_at
+                   FROM runs r JOIN cells c ON c.id = r.cell_id
+                   JOIN scenarios s ON s.id = c.scenario_id
+                   ORDER BY s.name, c.key, r.repetition"""
+            ).fetchall()
+        except psycopg.errors.UndefinedTable:
+            return []
+
+
+def test_a_run_into_the_lab_results_store_while_another_writer_imports_and_a_rerun_resumes(
+    lab2, tmp_path, monkeypatch
+):
+    """`lab up --results-store` starts the lab's results cluster on the controller.
+    `drivelab run` stores into it while another process (`drivelab import` of a second
+    scenario) writes to it too; both land whole, and `drivelab report` shows each with its
+    run count; running the scenario again resumes from the PostgreSQL store (every
+    repetition found stored, none run twice); lab down saves the store to the results
+    folder before it removes the cluster. Two `drivelab run` cannot share the lab's one
+    DB host at once (postgresql_server stops the other drivelab clusters, a cold start
+    restarts the server): two controllers' runs writing at once are
+    tests/unit/test_store_team.py's two writer processes on a real PostgreSQL. Last in
+    the module: it ends with lab down."""
     from collector import runner  # noqa: PLC0415
+    from tests.conftest import build_store  # noqa: PLC0415
 
     monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "logs"))  # playbook logs
     drivelab("lab", "up", "--results-store")
-    # provisioned once here (skipped when the tests above did it), not by both runs at once
-    runner.provision_unless_unchanged()
+    runner.provision_unless_unchanged()  # skipped when the tests above did it
     status = json.loads(drivelab("lab", "status", "--json").stdout)
     uri = status["results_store"]
     assert uri.startswith("postgresql://drivelab_results@/drivelab_results?"), uri
     assert status["results_store_answers"], status
-    env = dict(os.environ, DRIVELAB_DB=uri)
-    runs = {}
-    for name, drive, client in (("team-a", "nvme", "client1"), ("team-b", "ssd", "client2")):
-        scenario = tmp_path / f"{name}.yml"
-        scenario.write_text(textwrap.dedent(TEAM.format(name=name, drive=drive)), encoding="utf-8")
-        inventory = one_client_inventory(tmp_path / f"{name}-hosts.yml", client)
-        runs[name] = (scenario, inventory)
-    procs = {}
-    for name, (scenario, inventory) in runs.items():
-        procs[name] = subprocess.Popen(
-            [str(BIN / "drivelab"), "run", str(scenario), "--inventory", str(inventory),
-             "--no-telemetry"],
-            cwd=REPO, env=dict(env, DRIVELAB_RESULTS=str(tmp_path / name)), start_new_session=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-    try:
-        outs = {name: proc.communicate(timeout=900)[0] for name, proc in procs.items()}
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-    for name, proc in procs.items():
-        assert proc.returncode == 0, f"{name}: {outs[name][-3000:]}"
 
-    with psycopg.connect(uri) as conn:
-        rows = conn.execute(
-            """SELECT s.name, c.key, r.repetition, r.status, r.controller, r.started_at, r.ended_at
-               FROM runs r JOIN cells c ON c.id = r.cell_id JOIN scenarios s ON s.id = c.scenario_id
-               ORDER BY s.name, r.repetition"""
-        ).fetchall()
-    by = {name: [r for r in rows if r[0] == name] for name in runs}
-    for name, drive in (("team-a", "nvme"), ("team-b", "ssd")):
-        assert [(r[2], r[3]) for r in by[name]] == [(0, "complete"), (1, "complete")], rows
-        assert all(drive in r[1] for r in by[name]), rows  # never the other's cell
-        assert {r[4] for r in by[name]} == {os.uname().nodename}, rows
-    # they wrote at the same time: each scenario's runs span into the other's
-    span = {name: (min(r[5] for r in rs), max(r[6] for r in rs)) for name, rs in by.items()}
-    assert max(s for s, _ in span.values()) < min(e for _, e in span.values()), span
+    # the other writer's document: a realistic two-drive scenario (6 runs), from SQLite
+    build_store(tmp_path / "other.db").close()
+    doc = tmp_path / "two-drives.json"
+    drivelab("export", "--db", str(tmp_path / "other.db"), "-o", str(doc))
+
+    scenario = tmp_path / "team-a.yml"
+    scenario.write_text(textwrap.dedent(TEAM), encoding="utf-8")
+    env = dict(os.environ, DRIVELAB_DB=uri, DRIVELAB_RESULTS=str(tmp_path / "team-a"))
+    argv = [str(BIN / "drivelab"), "run", str(scenario), "--no-telemetry"]
+    first = subprocess.Popen(
+        argv, cwd=REPO, env=env, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: pg_runs(uri) or first.poll() is not None, 600, "team-a's first run")
+        assert first.poll() is None, "team-a ended before its second run"
+        imported = drivelab("import", str(doc), "--db", uri)
+        imported_at = time.time()
+        assert first.poll() is None, "team-a ended before the import was done: no overlap"
+        out, _ = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    assert first.returncode == 0, out[-3000:]
+    assert "6 runs added" in imported.stdout, imported.stdout
+
+    rows = pg_runs(uri)
+    team = [r for r in rows if r[0] == "team-a"]
+    assert [(r[2], r[3]) for r in team] == [(0, "complete"), (1, "complete")], rows
+    assert {r[4] for r in team} == {os.uname().nodename}, rows
+    assert team[1][5] > imported_at, "team-a's second run was stored before the import ended"
+    assert len([r for r in rows if r[0] == "two-drives"]) == 6, rows
 
     report = drivelab("report", "--db", uri, "--json", str(tmp_path / "report.json"))
-    assert "team-a" in report.stdout and "team-b" in report.stdout
+    assert "team-a" in report.stdout and "two-drives" in report.stdout
     reported = json.loads((tmp_path / "report.json").read_text())["runs"]
-    counts = {
-        n: sum(r["scenario"] == n and r["status"] == "complete" for r in reported) for n in runs
-    }
-    assert counts == {"team-a": 2, "team-b": 2}, counts
+    counts = {n: sum(r["scenario"] == n for r in reported) for n in ("team-a", "two-drives")}
+    assert counts == {"team-a": 2, "two-drives": 6}, counts
 
-    scenario, inventory = runs["team-a"]
     again = subprocess.run(
-        [str(BIN / "drivelab"), "run", str(scenario), "--inventory", str(inventory), "--no-telemetry"],
-        cwd=REPO, env=dict(env, DRIVELAB_RESULTS=str(tmp_path / "team-a")), capture_output=True,
-        text=True, timeout=600, check=False,
-    )  # fmt: skip
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     assert "all 2 repetitions stored, skipped" in again.stdout, again.stdout[-3000:]
-    with psycopg.connect(uri) as conn:
-        after = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
-    assert after == len(rows) == 4
+    assert pg_runs(uri) == rows
 
     monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "saved"))
     down = drivelab("lab", "down")
     saved = sorted((tmp_path / "saved").glob("lab-results-store-*.json"))
     assert len(saved) == 1, down.stdout
-    assert "(2 scenarios, 4 runs) saved to" in " ".join(down.stdout.split()), down.stdout
+    assert "(2 scenarios, 8 runs) saved to" in " ".join(down.stdout.split()), down.stdout
     doc = json.loads(saved[0].read_text())
-    assert sorted(sc["scenarios"][0][1] for sc in doc["scenarios"]) == ["team-a", "team-b"]
+    assert sorted(sc["scenarios"][0][1] for sc in doc["scenarios"]) == ["team-a", "two-drives"]
     assert not lab.RESULTS_STORE.exists()
