@@ -99,15 +99,18 @@ def save_results_store(uri: str) -> tuple[Path, int, int] | None:
     """The lab's results store exported to the results folder before lab down removes it
     (``drivelab import FILE --db ...`` brings it back): the file and its scenario and run
     counts; None when it holds nothing."""
+    import psycopg  # noqa: PLC0415
+
     from collector.store import Store, transfer  # noqa: PLC0415
     from collector.store.target import parse_target  # noqa: PLC0415
     from collector.transfercmd import write_export  # noqa: PLC0415
 
-    try:
-        store = Store.open(parse_target(uri, where="the lab's results store"), create=False)
-    except DrivelabError:
-        return None  # no drivelab tables yet: nothing was stored
-    with store:
+    with psycopg.connect(uri) as conn:
+        if conn.execute("SELECT to_regclass('scenarios')").fetchone()[0] is None:
+            return None  # no drivelab tables yet: nothing was stored
+    # any other trouble (a store newer than this drivelab) stops lab down before it
+    # removes anything: the store is kept
+    with Store.open(parse_target(uri, where="the lab's results store"), create=False) as store:
         doc = transfer.export(store)
     if not doc["scenarios"]:
         return None

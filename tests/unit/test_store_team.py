@@ -26,7 +26,7 @@ from collector.records import CellSpec, ClientResult, RunRecord, RunStatus
 from collector.store import Store, claim
 from collector.store.target import PostgresTarget, parse_target
 from tests import pgcluster
-from tests.conftest import SCENARIO
+from tests.conftest import SCENARIO, build_store
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -523,3 +523,24 @@ def test_a_test_cluster_that_cannot_start_raises_and_leaves_nothing(monkeypatch)
         pass
     (folder,) = made
     assert folder.startswith("/tmp/drivelab-results-pg-") and not Path(folder).exists()
+
+
+def test_lab_down_saves_the_lab_results_store_only_when_it_holds_something(
+    pg_cluster, tmp_path, monkeypatch
+):
+    """`drivelab lab down` exports the lab's results store before removing it: nothing
+    for a database without drivelab's tables, every scenario and run otherwise, in a
+    document `drivelab import` takes back."""
+    from collector.labcmd import save_results_store  # noqa: PLC0415
+
+    monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
+    uri = pg_cluster.new_database()
+    assert save_results_store(uri) is None
+    build_store(uri).close()
+    out, scenarios, runs = save_results_store(uri)
+    assert (scenarios, runs) == (1, 6)
+    assert out.parent == tmp_path / "results" and out.name.startswith("lab-results-store-")
+    assert cli.main(["import", str(out), "--db", str(tmp_path / "back.db")]) == 0
+    with Store.open(tmp_path / "back.db", create=False) as s:
+        (info,) = s.scenarios()
+        assert sum(len(s.runs(cid)) for cid, _ in s.cells(info.id)) == 6
