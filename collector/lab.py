@@ -101,10 +101,10 @@ def _attached(backing_file: str) -> bool:
     return proc.returncode == 0 and bool(proc.stdout.strip())
 
 
-def results_store_uri(folder: Path = RESULTS_STORE) -> str:
+def results_store_uri(folder: Path | None = None) -> str:
     """The URI of the lab's results store, "" when the lab has none."""
     try:
-        return (folder / "uri").read_text(encoding="utf-8").strip()
+        return ((folder or RESULTS_STORE) / "uri").read_text(encoding="utf-8").strip()
     except OSError:
         return ""
 

@@ -123,7 +123,14 @@ def save_results_store(uri: str) -> tuple[Path, int, int] | None:
 def cmd_down(args: argparse.Namespace) -> int:
     console = Console()
     uri = lab.results_store_uri()
-    if uri and lab.results_store_answers(uri):
+    if uri and not args.discard_results and not lab.results_store_answers(uri):
+        # its runs cannot be exported, and lab down would remove its folder with them
+        raise DrivelabError(
+            f"lab down: the lab's results store ({lab.RESULTS_STORE}) does not answer, so its"
+            " runs cannot be saved first; 'drivelab lab up' starts it again, or give"
+            " --discard-results to remove it unsaved"
+        )
+    if uri and not args.discard_results:
         saved = save_results_store(uri)
         if saved:
             out, scenarios, runs = saved
@@ -240,6 +247,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--caches",
         action="store_true",
         help="also remove the container images and the apt cache (/var/cache/drivelab)",
+    )
+    down.add_argument(
+        "--discard-results",
+        action="store_true",
+        help="remove the lab's results store (lab up --results-store) without saving it first",
     )
     down.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")
     down.set_defaults(func=cmd_down)

@@ -33,12 +33,17 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def write_export(doc: dict, out: Path) -> None:
-    """The export document at ``out``, atomically: a reader never sees half of it."""
+    """The export document at ``out``, atomically: a reader never sees half of it, and a
+    crash leaves the old file or the new one (flushed to disk before the rename, as
+    :func:`collector.runfolder.write_json` does; compact, in store order, and readable by
+    the team, unlike run folders' files)."""
     text = json.dumps(doc, separators=(",", ":")) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # results, no secrets: the team reads it (mkstemp made it 0600)
         os.replace(tmp, out)
     except BaseException:

@@ -544,3 +544,24 @@ def test_lab_down_saves_the_lab_results_store_only_when_it_holds_something(
     with Store.open(tmp_path / "back.db", create=False) as s:
         (info,) = s.scenarios()
         assert sum(len(s.runs(cid)) for cid, _ in s.cells(info.id)) == 6
+
+
+def test_lab_down_refuses_while_the_lab_results_store_does_not_answer(
+    tmp_path, monkeypatch, capsys
+):
+    """A lab results store whose server is down cannot be saved, and lab down would
+    remove its folder: lab down stops in one line before it runs anything."""
+    from collector import lab  # noqa: PLC0415
+
+    folder = tmp_path / "drivelab-results-pg"
+    folder.mkdir()
+    # a URI like the lab's, for a socket folder where no server listens
+    (folder / "uri").write_text(
+        f"postgresql://drivelab_results@/drivelab_results?host={folder}&port=5432\n"
+    )
+    monkeypatch.setattr(lab, "RESULTS_STORE", folder)
+    assert lab.results_store_uri()
+    assert cli.main(["lab", "down"]) == 2
+    err = capsys.readouterr().err
+    assert "does not answer" in err and "--discard-results" in err and "\n" not in err.strip()
+    assert (folder / "uri").exists()
