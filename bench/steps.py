@@ -68,6 +68,24 @@ def inner(scenario_path: str, timings: str) -> int:
     from collector import cli, runner, scenariorun  # noqa: PLC0415
 
     out = open(timings, "a", encoding="utf-8")  # noqa: SIM115  (the process's lifetime)
+    # for the playbooks only: the preflight's ad-hoc ping reads Ansible's JSON output
+    profiled = {
+        "ANSIBLE_CALLBACKS_ENABLED": "drivelab_failures,ansible.posix.profile_tasks",
+        "PROFILE_TASKS_SORT_ORDER": "none",
+        "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "all",
+    }
+
+    def profiled_playbook(*args, **kwargs):
+        saved = {k: os.environ.get(k) for k in profiled}
+        os.environ.update(profiled)
+        try:
+            return run_playbook(*args, **kwargs)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
     def timed(kind, fn, name_of):
         def wrapper(*args, **kwargs):
@@ -82,7 +100,8 @@ def inner(scenario_path: str, timings: str) -> int:
 
         return wrapper
 
-    runner.run_playbook = timed("playbook", runner.run_playbook, lambda a, k: k.get("what") or a[0])
+    run_playbook = runner.run_playbook
+    runner.run_playbook = timed("playbook", profiled_playbook, lambda a, k: k.get("what") or a[0])
     for name in ("gather_run", "record"):
         fn = getattr(scenariorun, name)
         setattr(scenariorun, name, timed("controller", fn, lambda a, k, n=name: n))
@@ -190,9 +209,6 @@ def main() -> None:
         os.environ,
         COLUMNS="200",
         DRIVELAB_RESULTS=str(results),
-        ANSIBLE_CALLBACKS_ENABLED="drivelab_failures,ansible.posix.profile_tasks",
-        PROFILE_TASKS_SORT_ORDER="none",
-        PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
     )
     print(f"results in {results}")
     drivelab("lab", "down")
