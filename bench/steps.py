@@ -141,6 +141,8 @@ def analyse(results: Path, timings: Path) -> dict:
     reps = []
     for run_json in sorted((results / "runs").rglob("run.json")):
         doc = json.loads(run_json.read_text(encoding="utf-8"))
+        if doc.get("ended_at") is None:
+            continue  # not ended (a run still going, or killed)
         span = pgbench_span(run_json.parent)
         stage = doc["ended_at"] - doc["started_at"]
         inside = span[1] - span[0] if span else None
