@@ -123,6 +123,29 @@ def tasks_of(log: Path) -> list[tuple[str, float]]:
     return [(m["name"].strip(), float(m["sec"])) for m in found if m]
 
 
+_BANNER = re.compile(r"\(\d+:\d\d:\d\d\.\d+\)\s+(\d+):(\d\d):(\d\d\.\d+)")
+
+
+def plays_of(log: Path) -> list[tuple[str, float]]:
+    """(play, seconds) in run order: from the elapsed time profile_tasks prints at the
+    start of each task, the first after each PLAY line, to the last one. Under
+    ``strategy: free`` a task's own figure is the time between two task starts of any
+    hosts, so only the plays' figures add up."""
+    marks: list[tuple[str | None, float]] = []
+    pending: str | None = None
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("PLAY [") and not line.startswith("PLAY RECAP"):
+            pending = line[6 : line.rindex("]")]
+        elif m := _BANNER.search(line):
+            t = int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3])
+            marks.append((pending, t))
+            pending = None
+    starts = [(name, t) for name, t in marks if name is not None]
+    end = marks[-1][1] if marks else 0.0
+    return [(name, (starts[i + 1][1] if i + 1 < len(starts) else end) - t)
+            for i, (name, t) in enumerate(starts)]  # fmt: skip
+
+
 def analyse(results: Path, timings: Path) -> dict:
     recs = [json.loads(ln) for ln in timings.read_text(encoding="utf-8").splitlines() if ln]
     logs = sorted((results / "logs").glob("*.log"))
@@ -132,7 +155,12 @@ def analyse(results: Path, timings: Path) -> dict:
     for rec, log in zip(plays, logs, strict=False):
         tasks = tasks_of(log)
         by_stage[rec["what"]].append(
-            {"wall": rec["end"] - rec["start"], "tasks": tasks, "log": log.name}
+            {
+                "wall": rec["end"] - rec["start"],
+                "tasks": tasks,
+                "plays": plays_of(log),
+                "log": log.name,
+            }
         )
     controller: dict[str, list[float]] = defaultdict(list)
     for r in recs:
@@ -166,6 +194,14 @@ def print_tables(data: dict) -> None:
         runs = data["stages"].get(what, [])
         if not runs:
             continue
+        plays: dict[str, list[float]] = defaultdict(list)
+        for r in runs:
+            for name, sec in r.get("plays", []):
+                plays[name].append(sec)
+        print(f"\n{what}: mean seconds per play ({len(runs)} runs)\n")
+        print("| play | s |\n|---|---:|")
+        for name, xs in plays.items():
+            print(f"| {name} | {sum(xs) / len(runs):.2f} |")
         agg: dict[str, list[float]] = defaultdict(list)
         order: list[str] = []
         for r in runs:
