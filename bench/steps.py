@@ -16,11 +16,14 @@ Printed (and kept as JSON in the results folder, ``steps.json``):
 - per repetition: the pgbench stage, of which inside pgbench (first launch to last
   end, the clients' command.json), and outside it.
 
-It does not write docs/benchmarks.md (bench/overhead.py holds the overhead's figures);
-it is the measuring tool for the per-repetition path. Builds its own lab and tears it
+A run writes nothing to docs/benchmarks.md; ``--compare BEFORE AFTER`` writes its section
+``steps`` from two kept runs (their results folders, e.g. one made on an older commit
+with this script copied in, and one on the current one). Builds its own lab and tears it
 down, even on failure. About 6 minutes.
 
     flock /tmp/drivelab-lab.lock .venv/bin/python bench/steps.py [--label before]
+    .venv/bin/python bench/steps.py --compare /tmp/drivelab-bench-steps-before-X \
+        /tmp/drivelab-bench-steps-after-Y --names "main 01f9eea" "h-cost 1234567"
 """
 
 from __future__ import annotations
@@ -228,12 +231,86 @@ def print_tables(data: dict) -> None:
     print(f"\nmean outside pgbench per repetition: {mean(outs):.2f} s over {len(outs)}")
 
 
+def _kept(results: Path) -> dict:
+    data = analyse(results, results / "timings.jsonl")
+    kept = results / "steps.json"
+    data["wall"] = (
+        json.loads(kept.read_text(encoding="utf-8")).get("wall") if kept.exists() else None
+    )
+    return data
+
+
+def _plays(data: dict, stage: str) -> dict[str, float]:
+    runs = data["stages"].get(stage, [])
+    out: dict[str, float] = defaultdict(float)
+    for r in runs:
+        for name, sec in r.get("plays", []):
+            out[name] += sec / len(runs)
+    return out
+
+
+def _spread(xs: list[float]) -> str:
+    return f"{mean(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})" if xs else "-"
+
+
+def compare(before: Path, after: Path, names: list[str]) -> None:
+    """Writes docs/benchmarks.md's section ``steps`` from two kept runs."""
+    from _report import machine_note, update_section  # noqa: PLC0415
+
+    runs = [(names[0], _kept(before)), (names[1], _kept(after))]
+    s = scenario()
+    body = [
+        "## Where the time around a repetition goes (`bench/steps.py`)",
+        "",
+        machine_note(),
+        "",
+        f"One `drivelab run` (live view and telemetry on) on a fresh {HOSTS}-client lab per "
+        f"commit: {' and '.join(DRIVES)}, ext4, placements {' and '.join(PLACEMENTS)}, scale "
+        f"{s['workload']['scale'][0]}, `pgbench -c 4 -j 2 -T {DURATION}` per client host, "
+        f"{REPETITIONS} repetitions: {len(DRIVES) * len(PLACEMENTS)} cells, "
+        f"{len(DRIVES) * len(PLACEMENTS) * REPETITIONS} repetitions. Each `ansible-playbook` "
+        "timed from the runner; plays from Ansible's `profile_tasks` callback (under "
+        "`strategy: free` only a play's figure adds up, not its tasks'). Outside pgbench: "
+        "run.json `started_at` to `ended_at` (the pgbench stage) less first launch to last "
+        "end of the clients' pgbench. Figures: mean (min-max).",
+        "",
+        f"| | {names[0]} | {names[1]} |",
+        "|---|---:|---:|",
+    ]
+    for label, key in (("whole `drivelab run`", "wall"),):
+        body.append(f"| {label} | {runs[0][1][key] or 0:.1f} s | {runs[1][1][key] or 0:.1f} s |")
+    for stage in ("provision", "telemetry", "drives", "database", "pgbench"):
+        cells = []
+        for _, data in runs:
+            walls = [r["wall"] for r in data["stages"].get(stage, [])]
+            cells.append(f"{_spread(walls)} s x {len(walls)}")
+        body.append(f"| `{stage}` playbook | {cells[0]} | {cells[1]} |")
+    outs = [[r["outside"] for r in d["reps"] if r["outside"] is not None] for _, d in runs]
+    body.append(
+        f"| **per repetition, outside pgbench** | **{_spread(outs[0])} s** "
+        f"| **{_spread(outs[1])} s** |"
+    )
+    for stage in ("pgbench", "database"):
+        for name, data in runs:
+            body += ["", f"`{stage}` playbook, {name}: seconds per play (mean)", ""]
+            body += ["| play | s |", "|---|---:|"]
+            body += [f"| {play} | {sec:.2f} |" for play, sec in _plays(data, stage).items()]
+    text = "\n".join(body)
+    print(text)
+    update_section("steps", text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--label", default="")
     ap.add_argument("--inner", nargs=2, metavar=("SCENARIO", "TIMINGS"))
     ap.add_argument("--analyse", metavar="RESULTS", help="only print the tables of a kept run")
+    ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
+    ap.add_argument("--names", nargs=2, default=["before", "after"])
     args = ap.parse_args()
+    if args.compare:
+        compare(Path(args.compare[0]), Path(args.compare[1]), args.names)
+        return
     if args.inner:
         sys.exit(inner(*args.inner))
     if args.analyse:
