@@ -96,7 +96,9 @@ def preflight(inventory: Path, console: Console) -> None:
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     try:
-        doc = json.loads(proc.stdout[proc.stdout.index("{") :])
+        # the JSON document alone: a callback enabled in the environment (profile_tasks,
+        # to time a run's steps) may print its own lines after it
+        doc, _ = json.JSONDecoder().raw_decode(proc.stdout, proc.stdout.index("{"))
         results = doc["plays"][0]["tasks"][0]["hosts"]
     except (ValueError, KeyError, IndexError):
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
