@@ -132,10 +132,15 @@ def prepare_drives(
     write_cache: str = "leave",
     inventory: Path | None = None,
     stream: bool = False,
+    install_packages: bool = True,
 ) -> PlaybookResult:
+    """The drives of ``request`` gated, formatted, mounted, described (playbooks/drives.yml).
+    ``install_packages``: make sure of the DB host's drive tools (apt); a scenario's later
+    drive stages leave it out once an earlier one has done it (1.8 s each)."""
     extra: dict[str, Any] = {
         "candidate_drive_request": request,
         "candidate_drive_write_cache": write_cache,
+        "candidate_drive_install_packages": install_packages,
     }
     if facts_dir:
         facts_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,81 @@
+"""The cold start of a measured run in one module run (roles/pgbench_run/library/
+drivelab_cold_start.py): its steps in the order the seeds' cold start needs (FACTS.md),
+the exit codes it lets pass, and what it refuses to touch."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+MODULE = Path(__file__).resolve().parents[2] / "roles/pgbench_run/library/drivelab_cold_start.py"
+
+
+@pytest.fixture(scope="module")
+def cold():
+    spec = importlib.util.spec_from_file_location("drivelab_cold_start", MODULE)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_steps_in_order_for_every_client_database(cold):
+    steps = cold.steps("15", "drivelab_nvme", 5440, ["drivelab_client1", "drivelab_client2"])
+    names = [name for name, _, _ in steps]
+    assert names == [
+        "start if down",
+        "vacuum drivelab_client1",
+        "vacuum drivelab_client2",
+        "checkpoint",
+        "stop",
+        "drop the page cache",
+        "start",
+        "warm drivelab_client1",
+        "one transaction on drivelab_client1",
+        "warm drivelab_client2",
+        "one transaction on drivelab_client2",
+    ]
+    argv = {name: what for name, what, _ in steps}
+    assert argv["start if down"] == ["pg_ctlcluster", "15", "drivelab_nvme", "start"]
+    assert argv["stop"] == ["pg_ctlcluster", "15", "drivelab_nvme", "stop", "--mode=fast"]
+    assert argv["drop the page cache"] is cold.drop_caches
+    # what pgbench does before a run unless -n, on the client's own database, as postgres
+    vacuum = argv["vacuum drivelab_client2"]
+    assert vacuum[:4] == ["runuser", "-u", "postgres", "--"]
+    assert vacuum[vacuum.index("-d") + 1] == "drivelab_client2"
+    assert [vacuum[i + 1] for i, a in enumerate(vacuum) if a == "-c"] == [
+        "VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history"
+    ]  # fmt: skip
+    assert argv["one transaction on drivelab_client1"][-7:] == [
+        "-t", "1", "-c", "1", "-p", "5440", "drivelab_client1"
+    ]  # fmt: skip
+
+
+def test_only_a_dead_server_is_let_pass_and_only_where_it_is_recovered(cold):
+    """pg_ctlcluster exit 2 ("already running", "not running") is fine when starting a
+    server that may have died and when stopping one; never for the start that follows
+    the page-cache drop, nor for any query."""
+    fine = {name: codes for name, _, codes in cold.steps("15", "drivelab", 5440, ["drivelab_c1"])}
+    assert fine.pop("start if down") == (0, 2)
+    assert fine.pop("stop") == (0, 2)
+    assert set(fine.values()) == {(0,)}
+
+
+@pytest.mark.parametrize(
+    ("cluster", "ok"),
+    [("drivelab", True), ("drivelab_nvme", True), ("main", False), ("drivelab;rm", False),
+     ("xdrivelab", False)],
+)  # fmt: skip
+def test_only_drivelabs_own_clusters_are_restarted(cold, cluster, ok):
+    assert bool(cold.CLUSTER.match(cluster)) is ok
+
+
+@pytest.mark.parametrize(
+    ("db", "ok"),
+    [("drivelab_client1", True), ("drivelab_db-7.lab", True), ("postgres", False),
+     ("template1", False), ("drivelab_", False), ("drivelab_a b", False)],
+)  # fmt: skip
+def test_only_drivelabs_client_databases_are_vacuumed(cold, db, ok):
+    assert bool(cold.DATABASE.match(db)) is ok
