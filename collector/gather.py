@@ -425,6 +425,16 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
         for c in clients
         if isinstance(c.command.get("launched_at"), NUMBER)
     }
+    # connections up: launch plus pgbench's own "initial connection time" (the mean over
+    # its threads of how long their connections took to open: the server authenticates
+    # each one, so a spread here is the DB host's, not drivelab's)
+    connected = {
+        host: launched[host] + float(c.result.report["connection_time_s"])
+        for c in clients
+        if (host := c.result.client) in launched
+        and c.result.report.get("connection_time_kind") == "initial"
+        and isinstance(c.result.report.get("connection_time_s"), NUMBER)
+    }
     commands = tuple(
         f"{c.result.client}: {shlex.join(str(a) for a in c.command['argv'])}"
         for c in clients
@@ -449,6 +459,8 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
         "client_starts": starts,
         "launch_skew_s": _skew(launched),
         "launched_at": launched,
+        "connect_spread_s": _skew(connected) if len(connected) == len(clients) else None,
+        "connected_at": connected,
         "series_source": {c.result.client: c.start_source for c in clients},
         "commands": {
             c.result.client: c.command["argv"]

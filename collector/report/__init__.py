@@ -280,6 +280,10 @@ def cell_rows(view: ScenarioView) -> list[dict]:
 
 def run_rows(view: ScenarioView) -> list[dict]:
     rows = []
+    spreads = {
+        key: {f.run_id: f.value for f in view.facts if f.scope == "run" and f.key == key}
+        for key in ("launch_skew_s", "connect_spread_s")
+    }
     for cv in view.cells:
         for r in cv.stats.runs:
             rows.append(
@@ -299,6 +303,8 @@ def run_rows(view: ScenarioView) -> list[dict]:
                     "window_start": r.window[0] if r.window else None,
                     "window_end": r.window[1] if r.window else None,
                     "start_skew_s": r.start_skew_s,
+                    "launch_skew_s": spreads["launch_skew_s"].get(r.run_id),
+                    "connect_spread_s": spreads["connect_spread_s"].get(r.run_id),
                     "latency_avg_s": r.latency_avg_s,
                     "latency_p50_s": r.latency_p50_s,
                     "latency_p95_s": r.latency_p95_s,

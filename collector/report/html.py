@@ -38,6 +38,7 @@ from collector.report.terminal import (
     pretest_rows,
     rate_searches,
     run_facts,
+    start_lines,
 )
 from collector.units import human_size
 
@@ -635,7 +636,11 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
             for cv in view.cells
             for w in cv.warnings
         ]
-        parts += [f"<p class=note>checkpoint: {html.escape(x)}</p>" for x in checkpoint_lines(view)]
+        parts += [
+            f"<p class=note>{kind}: {html.escape(x)}</p>"
+            for kind, lines in (("checkpoint", checkpoint_lines), ("start", start_lines))
+            for x in lines(view)
+        ]
         parts += _search_section(view)
         database = _database_table(view)
         if database:

@@ -373,6 +373,43 @@ def warnings(view: ScenarioView) -> list[str]:
     return [f"{label(view, cv)}: {w}" for cv in view.cells for w in cv.warnings]
 
 
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f} ms"
+
+
+def start_lines(view: ScenarioView) -> list[str]:
+    """How together the clients started, per test with more than one client, worst of
+    its complete runs, in three steps: the wrappers' launches (what drivelab controls),
+    the connections up (launch plus pgbench's initial connection time) and the first
+    transactions. The last two are the DB host's: it authenticates every connection
+    at once (SCRAM is CPU work), so a spread there is the server's, not drivelab's."""
+    launch = run_facts(view, "launch_skew_s")
+    connect = run_facts(view, "connect_spread_s")
+    out = []
+    for cv in view.cells:
+        runs = [r for r in cv.stats.runs if r.status == RunStatus.COMPLETE and r.clients > 1]
+        launches = [float(v) for r in runs if isinstance(v := launch.get(r.run_id), int | float)]
+        if not launches:
+            continue
+        words = [f"launches {_ms(max(launches))} apart (drivelab's)"]
+        connects = [float(v) for r in runs if isinstance(v := connect.get(r.run_id), int | float)]
+        firsts = [r.start_skew_s for r in runs if r.start_skew_s is not None]
+        server = []
+        if connects:
+            server.append(f"connections up {_ms(max(connects))} apart")
+        if firsts:
+            server.append(f"first transactions {_ms(max(firsts))} apart")
+        if server:
+            words.append(
+                ", ".join(server) + " (the DB host's: it authenticates every connection at once)"
+            )
+        out.append(
+            f"{label(view, cv)}: {runs[0].clients} clients, worst of {len(runs)} runs: "
+            + "; ".join(words)
+        )
+    return out
+
+
 def publish(views: list[ScenarioView], console: Console | None = None) -> None:
     console = console or Console()
     for view in views:
@@ -398,6 +435,8 @@ def publish(views: list[ScenarioView], console: Console | None = None) -> None:
             console.print(f"  [cyan]cache[/cyan] {escape(line)}", highlight=False)
         for line in checkpoint_lines(view):
             console.print(f"  [magenta]checkpoint[/magenta] {escape(line)}", highlight=False)
+        for line in start_lines(view):
+            console.print(f"  [blue]start[/blue] {escape(line)}", highlight=False)
         for p in physics_lines(view):
             style = "bold red" if p.level == physics.WARNING else "cyan"
             console.print(f"  [{style}]{p.kind}[/{style}] {escape(p.who)}: {escape(p.message)}",

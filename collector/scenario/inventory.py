@@ -77,8 +77,11 @@ def _check_declared(s: Scenario, inventory: dict[str, Any], host: str, source: s
     """The :data:`DECLARED_FIELDS` of every candidate drive the scenario uses."""
     used = set(s.drives) | {m for rset in s.raid for m in rset.drives}
     for entry in candidate_drives(inventory):
+        name = entry.get("name")
+        if not isinstance(name, str) or name not in used:
+            continue  # a name that is no string names no drive the scenario uses
         for key, words in DECLARED_FIELDS.items():
-            if entry.get("name") in used and key in entry and not _declared_ok(key, entry[key]):
+            if key in entry and not _declared_ok(key, entry[key]):
                 raise _fail(
                     source,
                     f"inventory: {host} candidate drive {_show(entry.get('name'))}: {key} must"

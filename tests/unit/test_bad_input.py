@@ -673,6 +673,27 @@ def test_mutated_inventories_fail_cleanly_or_expand_safely(
     assert_safe_cells(cells, scen_dir)
 
 
+def test_a_candidate_drive_named_by_a_list_is_a_clean_error_or_ignored(scen_dir: Path) -> None:
+    """Found by the test above: a candidate drive whose name is a list raised
+    TypeError (unhashable) while its declared fields were checked."""
+    inv = copy.deepcopy(INVENTORY)
+    db = inv["all"]["children"]["db"]["hosts"]
+    drives = next(iter(db.values()))["candidate_drives"]
+    drives.append({**drives[0], "name": ["nvme"], "rpm": "fast"})
+    (scen_dir / "hosts.yml").write_text(dump(inv), encoding="utf-8")
+    path = scen_dir / "x.yml"
+    path.write_text(dump({**MINIMAL, "drives": ["nvme", "hdd7200"], "hosts": [1, 2]}), "utf-8")
+    try:
+        loaded = sc.load_inventory(scen_dir)
+        s = sc.load(path)
+        sc.validate_against_inventory(s, loaded, path)
+        cells = sc.expand(s, loaded)
+    except DrivelabError as err:
+        assert_clean_error(str(err))
+        return
+    assert_safe_cells(cells, scen_dir)
+
+
 # --- raw files -----------------------------------------------------------------------------
 
 

@@ -781,3 +781,39 @@ def test_a_warm_run_says_so(tmp_path):
     bad = make_run(tmp_path / "b", two(), rep=0, run_extra={"cold_start": "no"})
     with pytest.raises(DrivelabError, match="'cold_start'"):
         gather.gather_run(bad)
+
+
+def test_the_start_in_three_steps_launch_connections_first_transactions(tmp_path, capsys):
+    """The wrapper's launch instants are drivelab's; pgbench's initial connection time
+    (5.140 ms and 25.261 ms in these two real outputs) puts each client's connections
+    up after its launch, and the first transactions come from the logs (client2's 250 ms
+    later). gather stores the three spreads; the report says which are the server's."""
+    clients = two()
+    clients["client2"] = Client("pgbench_run4_failures_log", _logs_run1(SKEW), launched_delay=0.003)
+    run_dir = make_run(tmp_path, clients)
+    facts = gather.gather_run(run_dir).run.facts
+    assert facts["launch_skew_s"] == pytest.approx(0.003, abs=1e-6)
+    launched = facts["launched_at"]
+    assert facts["connected_at"] == pytest.approx(
+        {"client1": launched["client1"] + 0.005140, "client2": launched["client2"] + 0.025261},
+        abs=1e-6,
+    )
+    assert facts["connect_spread_s"] == pytest.approx(0.003 + 0.025261 - 0.005140, abs=1e-6)
+    assert facts["start_skew_s"] == pytest.approx(SKEW, abs=0.01)
+
+    db = tmp_path / "store.db"
+    with Store.open(db) as store:
+        gather.record_run_dir(store, run_dir)
+    assert cli.main(["report", "--db", str(db), "--json", str(tmp_path / "r.json")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "start nvme: 2 clients, worst of 1 runs: launches 3.0 ms apart (drivelab's);"
+        " connections up 23.1 ms apart, first transactions 250.0 ms apart"
+        " (the DB host's: it authenticates every connection at once)"
+    ) in out, out
+    (row,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert row["launch_skew_s"] == pytest.approx(0.003, abs=1e-6)
+    assert row["connect_spread_s"] == pytest.approx(0.023121, abs=1e-6)
+    # one client: nothing to spread
+    single = make_run(tmp_path / "one", {"client1": Client("pgbench_run1_log", _logs_run1(0.0))})
+    assert gather.gather_run(single).run.facts["connect_spread_s"] == 0.0
