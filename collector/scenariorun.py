@@ -193,8 +193,9 @@ class ScenarioRun:
             )  # fmt: skip
         for planned in self.cells:
             if self.lease is not None:
-                self.lease.check()
                 self.lease.cell = planned.cell.cell_id
+                self.lease.renew()  # now, so status shows the cell (and a lost lease stops here)
+                self.lease.check()
             self.run_cell(planned)
         if self.lease is not None:
             self.lease.check()
