@@ -234,11 +234,19 @@ class AnsibleTransport:
         pass
 
 
-def transport_for(inventory_path: Path, inventory: dict, host: str) -> Transport:
+def transport_for(
+    inventory_path: Path, inventory: dict, host: str, timeout: float = 20.0
+) -> Transport:
+    """SSH when the inventory names a key and a known_hosts file for ``host``, else
+    Ansible; ``timeout``: seconds to connect (and to wait for an answer)."""
     from collector.scenario.inventory import ssh_settings  # noqa: PLC0415
 
     ssh = ssh_settings(inventory, host)
-    return SshTransport(ssh) if ssh is not None else AnsibleTransport(inventory_path, host)
+    return (
+        SshTransport(ssh, timeout=timeout)
+        if ssh is not None
+        else AnsibleTransport(inventory_path, host)
+    )
 
 
 # ---------------------------------------------------------------------- reading it
@@ -254,7 +262,8 @@ def query(inventory_path: Path, inventory: dict) -> dict[str, Any]:
     text}: the lease as ``drivelab status`` and ``drivelab lab status`` show it."""
     host = db_host(inventory)
     st = settings(inventory, host)
-    transport = transport_for(inventory_path, inventory, host)
+    # a status is asked by a person waiting: a host that does not answer is said soon
+    transport = transport_for(inventory_path, inventory, host, timeout=5.0)
     try:
         res = transport.call({"op": "query", "path": st.file})
     finally:
@@ -392,7 +401,7 @@ class Lease:
         self.holder["cell"] = self.cell
         try:
             res = self._take(must_hold=True)
-        except DrivelabError as err:
+        except Exception as err:  # any failure to renew (the heartbeat thread must go on)
             silent = self.clock() - self._last_ok
             if silent >= self.settings.ttl:
                 self._lose(f"not renewed for {silent:.0f} s ({err})")
