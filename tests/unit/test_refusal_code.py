@@ -61,7 +61,7 @@ def test_a_refusal_code_reaches_the_runner(tmp_path, monkeypatch, code, expected
     (tmp_path / "library").mkdir()
     (tmp_path / "library" / "refuse.py").write_text(MODULE.format(code=code))
     playbook = tmp_path / "refuse.yml"
-    playbook.write_text(textwrap.dedent(PLAYBOOK) + ('      loop: [ssd]\n' if loop else ""))
+    playbook.write_text(textwrap.dedent(PLAYBOOK) + ("      loop: [ssd]\n" if loop else ""))
     with pytest.raises(PlaybookFailed) as info:
         run_playbook(str(playbook), inventory="localhost,", what="drives")
     assert "holds PostgreSQL data" in str(info.value)
