@@ -24,7 +24,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from collector import gathercmd, labcmd, reportcmd, runcmd, transfercmd, watchcmd  # noqa: PLC0415  (keep --help fast)
+    from collector import gathercmd, labcmd, reportcmd, runcmd, statuscmd, transfercmd, watchcmd  # noqa: PLC0415  (keep --help fast)
 
     parser = OneLineParser(
         prog="drivelab",
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     labcmd.register(sub)
     runcmd.register(sub)
+    statuscmd.register(sub)
     gathercmd.register(sub)
     reportcmd.register(sub)
     watchcmd.register(sub)

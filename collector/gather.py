@@ -408,6 +408,9 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     clients = [gather_client(run_dir, host, meta) for host in meta.client_hosts]
     results = tuple(c.result for c in clients)
     status, reason = stats.run_status(results)
+    lost = next((f for f in meta.ansible_failures if f.get("kind") == "lease"), None)
+    if lost is not None:  # measured without the lab to itself for part of it (collector.lease)
+        status, reason = RunStatus.FAILED, _one_line(str(lost.get("msg") or "lab lease lost"))
     server_facts, server_samples = serverstats.read_server_counters(run_dir, results)
     db_facts, samples = {**db_facts, **server_facts}, samples + server_samples
 

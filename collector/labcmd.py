@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import re
 import time
 from pathlib import Path
@@ -187,12 +188,26 @@ def show_status(console: Console) -> lab.LabStatus:
         console.print(
             f"results store: {st.results_store} ({answers}); use it with --db or DRIVELAB_DB"
         )
+    held = lab_lease()
+    text = held["text"] if "text" in held else f"[red]cannot read it: {held['error']}[/red]"
+    console.print(f"lab lease on {held['db_host']}: {text}", highlight=False, soft_wrap=True)
     return st
+
+
+def lab_lease() -> dict:
+    """The lease on the lab's DB host (collector.lease.query), or {db_host, error}."""
+    from collector import lease  # noqa: PLC0415
+    from collector.scenario import load_inventory  # noqa: PLC0415
+
+    try:
+        return lease.query(lab.INVENTORY, load_inventory(lab.INVENTORY))
+    except DrivelabError as err:
+        return {"db_host": "the DB host", "error": str(err)}
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
-        print(lab.status().to_json())
+        print(json.dumps({**json.loads(lab.status().to_json()), "lease": lab_lease()}, indent=2))
         return 0
     st = show_status(Console())
     broken = [

@@ -13,12 +13,20 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from collector.errors import DrivelabError
 from collector.paths import PLAYBOOKS, REPO, results_dir
+
+#: the lease module's refusal code for "this run no longer holds the lab"
+#: (roles/drivelab/module_utils/drivelab_lease.py)
+LEASE_LOST = "lease_lost"
 
 #: the drive modules' refusal code for "drivelab's own PostgreSQL data is on this drive"
 #: (roles/candidate_drive/module_utils/drivelab_argv.py): release it, then retry
@@ -38,6 +46,89 @@ class PlaybookFailed(DrivelabError):
     def refusals(self) -> set[str]:
         """The refusal codes of the failed tasks."""
         return {str(f["refusal"]) for f in self.failures if f.get("refusal")}
+
+
+class Guard(Protocol):
+    """What a playbook run under a lab lease needs of it (collector.lease.Lease)."""
+
+    host: str
+    why: str
+    lost: threading.Event
+
+    @property
+    def token(self) -> str: ...
+
+    def lose(self, text: str) -> None: ...
+
+
+_guard: list[Guard] = []
+
+
+@contextmanager
+def guarded_by(guard: Guard) -> Iterator[None]:
+    """While inside: every playbook gets the lease's token (``drivelab_lease_token``: its
+    stages check on the DB host that it still holds the lab), and a playbook running when
+    the lease is lost is stopped as Ctrl-C stops it, and fails with the reason."""
+    _guard.append(guard)
+    try:
+        yield
+    finally:
+        _guard.remove(guard)
+
+
+@contextmanager
+def _watched(proc: subprocess.Popen, guard: Guard | None) -> Iterator[None]:
+    """While inside: ``proc`` is stopped (as Ctrl-C stops it) if ``guard`` is lost."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while guard is not None and not done.is_set():
+            if guard.lost.wait(1.0):
+                _stop(proc)
+                return
+
+    if guard is not None:
+        threading.Thread(target=watch, name="drivelab-lease-watch", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+def _leased(what: str, extra_vars: dict | None) -> tuple[Guard | None, dict | None]:
+    """The lease this playbook runs under, if any, and its variables with the lease's
+    token; a lease already lost starts nothing."""
+    guard = _guard[-1] if _guard else None
+    if guard is None:
+        return None, extra_vars
+    if guard.lost.is_set():
+        raise LeaseLost(f"{what}: not started: {guard.why}")
+    return guard, {**(extra_vars or {}), "drivelab_lease_token": guard.token}
+
+
+def _raise_if_lost(failures: tuple[dict, ...], message: str, raising: bool) -> None:
+    lost = next((f for f in failures if f.get("refusal") == LEASE_LOST), None)
+    if lost is not None and raising:
+        raise LeaseLost(message.format(lost["msg"]), failures)
+
+
+def _lease_failures(guard: Guard | None, failures: tuple[dict, ...]) -> tuple[dict, ...]:
+    """The failures with the lease's reason added when it was lost during the playbook;
+    a stage the host refused for it (``lease_lost``) marks the lease lost."""
+    if guard is None:
+        return failures
+    if guard.lost.is_set():
+        # stopped for it: the reason is the lease's
+        failures += ({"kind": "lease", "host": guard.host, "task": "lab lease",
+                      "msg": guard.why, "refusal": LEASE_LOST},)  # fmt: skip
+    lost = next((f for f in failures if f.get("refusal") == LEASE_LOST), None)
+    if lost is not None:
+        guard.lose(lost["msg"])  # the host refused the stage: no other stage starts
+    return failures
+
+
+class LeaseLost(PlaybookFailed):
+    """The run no longer holds the lab's lease: it stops (never goes on to another cell)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +179,30 @@ def _stop(proc: subprocess.Popen, grace: float = 30.0) -> None:
         proc.wait()
 
 
+def _argv(
+    name: str,
+    tmp: Path,
+    inventory: Path | str | None,
+    extra_vars: dict | None,
+    *,
+    check: bool,
+    tags: tuple[str, ...],
+) -> list[str]:
+    """ansible-playbook's command line (the extra variables in a file in ``tmp``)."""
+    argv = [ansible_bin("ansible-playbook"), str(PLAYBOOKS / name)]
+    if inventory is not None:
+        argv += ["-i", str(inventory)]
+    if extra_vars:
+        vars_file = tmp / "vars.json"
+        vars_file.write_text(json.dumps(extra_vars), encoding="utf-8")
+        argv += ["-e", f"@{vars_file}"]
+    if check:
+        argv += ["--check", "--diff"]
+    if tags:
+        argv += ["--tags", ",".join(tags)]
+    return argv
+
+
 def run_playbook(
     name: str,
     extra_vars: dict | None = None,
@@ -102,23 +217,14 @@ def run_playbook(
     """Runs playbooks/<name> (only its plays and tasks tagged ``tags``, when given);
     raises :class:`PlaybookFailed` (one line) when it fails."""
     what = what or name.removesuffix(".yml")
+    guard, extra_vars = _leased(what, extra_vars)
     logs = results_dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log = logs / f"{stamp}-{what.replace(' ', '-')}.log"
     with tempfile.TemporaryDirectory(prefix="drivelab-") as tmp:
         failures_file = Path(tmp) / "failures.jsonl"
-        argv = [ansible_bin("ansible-playbook"), str(PLAYBOOKS / name)]
-        if inventory is not None:
-            argv += ["-i", str(inventory)]
-        if extra_vars:
-            vars_file = Path(tmp) / "vars.json"
-            vars_file.write_text(json.dumps(extra_vars), encoding="utf-8")
-            argv += ["-e", f"@{vars_file}"]
-        if check:
-            argv += ["--check", "--diff"]
-        if tags:
-            argv += ["--tags", ",".join(tags)]
+        argv = _argv(name, Path(tmp), inventory, extra_vars, check=check, tags=tags)
         env = dict(os.environ)
         env.update(
             ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
@@ -136,19 +242,20 @@ def run_playbook(
             if proc.stdout is None:  # pragma: no cover  (stdout=PIPE always gives one)
                 raise DrivelabError(f"{what}: could not read ansible-playbook's output")
             lines = []
-            try:
-                for line in proc.stdout:
-                    out.write(line)
-                    out.flush()  # the log can be followed (tail -f) while the playbook runs
-                    lines.append(line)
-                    if stream:
-                        sys.stdout.write(line)
-            except BaseException:
-                # the log cannot be written (a full disk) or Ctrl-C: the playbook is stopped
-                # as Ctrl-C stops it, and waited for, before its temporary folder goes (it
-                # writes its failures there) and before the error is told
-                _stop(proc)
-                raise
+            with _watched(proc, guard):
+                try:
+                    for line in proc.stdout:
+                        out.write(line)
+                        out.flush()  # the log can be followed (tail -f) while it runs
+                        lines.append(line)
+                        if stream:
+                            sys.stdout.write(line)
+                except BaseException:
+                    # the log cannot be written (a full disk) or Ctrl-C: the playbook is
+                    # stopped as Ctrl-C stops it, and waited for, before its temporary
+                    # folder goes (it writes its failures there) and before the error is told
+                    _stop(proc)
+                    raise
             proc.wait()
         seconds = time.monotonic() - started
         failures = tuple(
@@ -160,9 +267,11 @@ def run_playbook(
             )
             if line.strip()
         )
+    failures = _lease_failures(guard, failures)
     result = PlaybookResult(
         name, proc.returncode, seconds, log, failures, parse_recap("".join(lines))
     )
+    _raise_if_lost(failures, f"{what}: {{}} (log: {log})", raise_on_failure)
     if proc.returncode != 0 and raise_on_failure:
         if failures:
             first = failures[0]

@@ -79,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         inventory=inv_path, db=args.db if args.db is not None else default_target(),
         verbose=args.verbose, fail_fast=args.fail_fast, live=not args.no_live,
         telemetry=not args.no_telemetry, metrics_addr=args.metrics_addr,
-        metrics_port=args.metrics_port, reprovision=args.reprovision,
+        metrics_port=args.metrics_port, reprovision=args.reprovision, wait=args.wait,
     )  # fmt: skip
     run = scenariorun.ScenarioRun(scen, cells, inventory, options, console)
     progress = run.run()
@@ -135,6 +135,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--reprovision", action="store_true",
         help="provision every host even if nothing drivelab provisions with has changed",
+    )  # fmt: skip
+    p.add_argument(
+        "--wait", action="store_true",
+        help="wait for the lab's lease while another run or playbook holds the DB host"
+        " (default: refuse in one line naming it)",
     )  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")
     p.set_defaults(func=cmd_run)

@@ -2,6 +2,9 @@
 
     preflight   every host answers over SSH before any drive is touched (and the store
                 holds no cell of the scenario with other PostgreSQL settings)
+    lease       the lab's lease on the DB host (collector.lease): refused in one line while
+                another holds it (``wait``: waits for it), held and renewed to the end;
+                lost, the run stops
     provision   playbooks/provision.yml, skipped when every host is current
     settings    the DB host's PostgreSQL checks the scenario's settings (read-only)
     telemetry   node_exporter and Prometheus (unless asked not to)
@@ -31,12 +34,13 @@ from typing import Any
 
 from rich.console import Console
 
+from collector import lease as lab_lease
 from collector import physics, pretest, ratesearch, runner
 from collector.cell import Cell
 from collector.errors import DrivelabError
 from collector.gather import GatheredRun, gather_run, record
 from collector.paths import REPO
-from collector.playbook import HOLDS_POSTGRESQL_DATA, PlaybookFailed, ansible_bin
+from collector.playbook import HOLDS_POSTGRESQL_DATA, LeaseLost, PlaybookFailed, ansible_bin
 from collector.report import PRETEST_PREFIXES
 from collector.runfolder import DB_DIR, PG_STAT
 from collector.scenario import PlannedCell, Scenario, estimate_seconds, pgsettings
@@ -60,6 +64,8 @@ class RunOptions:
     metrics_addr: str = "127.0.0.1"
     metrics_port: int = 9479
     reprovision: bool = False
+    #: wait for the lab's lease instead of refusing while another holds it
+    wait: bool = False
 
 
 @dataclass
@@ -142,6 +148,7 @@ class ScenarioRun:
         )
         self.info = {"description": scenario.description, "baseline": scenario.baseline}
         self.prom_url: str | None = None
+        self.lease: lab_lease.Lease | None = None
         self._last_request: tuple | None = None
         self._last_facts_dir: Path | None = None
         #: the DB host's drive tools are installed (a drives stage of this run succeeded)
@@ -160,6 +167,20 @@ class ScenarioRun:
         opts = self.opts
         self.check_stored_settings()
         preflight(opts.inventory, self.console)
+        self.lease = lab_lease.Lease(
+            lab_lease.transport_for(opts.inventory, self.inventory, self.db_host),
+            lab_lease.settings(self.inventory, self.db_host), self.db_host,
+            scenario=self.scenario.name, say=self._say,
+        )  # fmt: skip
+        with self.lease.holding(wait=opts.wait, expected_seconds=self.progress.estimate):
+            return self._run_leased()
+
+    def _say(self, line: str) -> None:
+        # one line whatever its length (rich wraps at 80 columns when not on a terminal)
+        self.console.print(line, highlight=False, soft_wrap=True)
+
+    def _run_leased(self) -> Progress:
+        opts = self.opts
         self.provision()
         self.check_settings()
         if opts.telemetry:
@@ -175,7 +196,13 @@ class ScenarioRun:
                 baseline_drive=self.scenario.baseline, description=self.scenario.description,
             )  # fmt: skip
         for planned in self.cells:
+            if self.lease is not None:
+                self.lease.cell = planned.cell.cell_id
+                self.lease.renew()  # now, so status shows the cell (and a lost lease stops here)
+                self.lease.check()
             self.run_cell(planned)
+        if self.lease is not None:
+            self.lease.check()
         p = self.progress
         if p.not_run and len(p.not_run) == len(self.cells):
             # nothing ran at all (a refused drive, say): the reason is the last word
@@ -275,6 +302,8 @@ class ScenarioRun:
         cell = planned.cell
         try:
             self.prepare(planned)
+        except LeaseLost:
+            raise  # not this cell's problem: the run stops
         except DrivelabError as err:
             # a refused drive, an md set where md is absent, a failed init: this cell is
             # not run, the others are (unless --fail-fast)
@@ -386,6 +415,14 @@ class ScenarioRun:
         gathered = gather_run(run_dir)
         with Store.open(self.opts.db) as store:
             run_id = record(store, gathered)
+            if self.lease is not None:
+                # under which lease it was measured, and whom that took over
+                sid = store.add_scenario(gathered.scenario)
+                store.add_facts(sid, {"lab_lease": self.lease.fact()}, scope="run", run_id=run_id)
+        if self.lease is not None and self.lease.lost.is_set():
+            # stored as failed with the reason (gather reads it in run.json): nothing more runs
+            self.progress.problems += 1
+            raise LeaseLost(f"{cell.cell_id} rep {rep}: failed, stopped: {self.lease.why}")
         if self.prom_url:
             self.run_telemetry(gathered, run_id)
         st = gathered.stats()

@@ -6,8 +6,11 @@ nothing changed, and two sets of settings (wal_sync_method) are two stored cells
 `drivelab compare` tells apart by that setting; a three-step rate sweep stores three
 runs with their p99 and the report lists them ordered by rate; the rate search on
 hdd7200 finds a sustained rate inside its bracket, and a real run at 1.5 times it
-breaks the target; a run into the lab's PostgreSQL results store while another process
-writes to it, and its resumption from there."""
+breaks the target. The lab's lease (issue #24): the killed run's lease is taken over at
+once by the run started again, said and recorded; while one run holds the lab, a second
+is refused within seconds naming it, a direct drives.yml is refused, and a second with
+--wait runs after it; both runs store into the lab's PostgreSQL results store while
+another process writes to it, and a rerun resumes from there."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import json
 import math
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import textwrap
@@ -23,9 +27,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from collector import lab
-from tests.lab.conftest import BIN, REPO, db_drives, drivelab, wait_for
+from tests.lab.conftest import BIN, REPO, db_drives, drivelab, lab_inventory, playbook, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -75,7 +80,16 @@ def drivelab_run(path, env, **kw):
     )  # fmt: skip
 
 
+def lease_status(inventory: Path | None = None) -> dict:
+    """`drivelab status --json`: the lease on the DB host, as any controller reads it."""
+    args = ["status", "--json"] + (["--inventory", str(inventory)] if inventory else [])
+    return json.loads(drivelab(*args).stdout)
+
+
 def test_killed_after_the_first_run_and_started_again_it_finishes_exactly(lab2, tmp_path):
+    """Also the lab lease's takeover (issue #24): the killed run's lease, held on the DB
+    host by a process that is gone, is taken over at once by the run started again on the
+    same controller, which says so and records it in its runs' facts."""
     scenario = tmp_path / "resume-test.yml"
     scenario.write_text(textwrap.dedent(MATRIX))
     env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"))
@@ -86,11 +100,18 @@ def test_killed_after_the_first_run_and_started_again_it_finishes_exactly(lab2, 
         while time.monotonic() < deadline and not stored(db) and first.poll() is None:
             time.sleep(1)
         assert stored(db), f"no run stored before the deadline: {first.poll()}"
+        held = lease_status()
+        assert held["lease"]["pid"] == first.pid, held
+        assert held["lease"]["scenario"] == "resume-test" and held["lease"]["cell"], held
+        assert held["lease"]["purpose"] == "drivelab run" and held["lease"]["expected_end"], held
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(timeout=30)
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
+    left = lease_status()
+    assert left["lease"]["pid"] == first.pid, left  # nobody released it
+    assert left["text"].endswith(f"(its process {first.pid} is gone: may be taken over)"), left
     # a fresh lab (no stamps): provisioned in full, and every host stamped afterwards
     assert sorted(p.name for p in STAMPS.iterdir()) == ["client1", "client2", "dbhost"]
     kept = stored(db)
@@ -109,6 +130,31 @@ def test_killed_after_the_first_run_and_started_again_it_finishes_exactly(lab2, 
     for run in kept:  # what the first attempt stored is still there, not duplicated
         assert run[:2] in {(key, rep) for key, rep, _ in runs}
     assert "resume-test" in out and "tps" in out
+    # the lease: taken over at once, said in one line, recorded with the new runs
+    host = socket.gethostname()
+    took = [line for line in out.splitlines() if line.startswith("lab lease: took dbhost over")]
+    assert len(took) == 1, out[-3000:]
+    assert "from drivelab run of scenario 'resume-test', cell " in took[0], took
+    assert f"by root@{host} (pid {first.pid})" in took[0], took
+    assert took[0].endswith(f": its process {first.pid} on {host} is gone"), took
+    taken = next(line for line in out.splitlines() if "held by this run (taken in" in line)
+    print(f"takeover: {took[0]}; {taken}")
+    assert float(taken.split("taken in ")[1].split(" s")[0]) < 30, taken
+    con = sqlite3.connect(db)
+    try:
+        facts = [json.loads(v) for (v,) in con.execute(
+            "SELECT value_json FROM facts WHERE key = 'lab_lease' ORDER BY run_id")]  # fmt: skip
+    finally:
+        con.close()
+    assert all(fact["db_host"] == "dbhost" for fact in facts), facts
+    # the second session's runs say whom their lease took over; the first session's, nobody
+    second_facts = [fact for fact in facts if fact["took_over"]]
+    assert len(second_facts) == len(runs) - len(kept), facts
+    assert len(facts) - len(second_facts) <= len(kept), facts
+    for fact in second_facts:
+        assert fact["took_over"]["record"]["pid"] == first.pid, fact
+        assert fact["took_over"]["why"] == f"its process {first.pid} on {host} is gone", fact
+    assert lease_status()["text"] == "free"  # released at the end
 
 
 def test_adaptive_repetitions_stop_within_bounds_and_report_the_ci(lab2, tmp_path):
@@ -429,10 +475,11 @@ def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path,
 
 TEAM = """\
     ---
-    name: team-a
-    baseline: nvme
-    drives: [nvme]
-    workload: {scale: [2], clients_per_host: 1, threads: 1, duration: 5}
+    name: {name}
+    baseline: {drive}
+    drives: [{drive}]
+    placement: [cluster]
+    workload: {{scale: [2], clients_per_host: 1, threads: 1, duration: 5}}
     hosts: [1]
     repetitions: 2
 """
@@ -444,7 +491,8 @@ def pg_runs(uri: str) -> list[tuple]:
     with psycopg.connect(uri) as conn:
         try:
             return conn.execute(
-                """SELECT s.name, c.key, r.repetition, r.status, r.controller, r.recorded_at
+                """SELECT s.name, c.key, r.repetition, r.status, r.controller, r.recorded_at,
+                          r.started_at, r.ended_at
                    FROM runs r JOIN cells c ON c.id = r.cell_id
                    JOIN scenarios s ON s.id = c.scenario_id
                    ORDER BY s.name, c.key, r.repetition"""
@@ -453,19 +501,32 @@ def pg_runs(uri: str) -> list[tuple]:
             return []
 
 
-def test_a_run_into_the_lab_results_store_while_another_writer_imports_and_a_rerun_resumes(
+def one_client_inventory(path: Path, client: str) -> Path:
+    """The lab's inventory with one client host: each run keeps to its own client (its
+    pgbench and its folders) and, placement cluster, its own PostgreSQL cluster on its
+    own drive."""
+    inv = lab_inventory()
+    clients = inv["all"]["children"]["clients"]["hosts"]
+    inv["all"]["children"]["clients"]["hosts"] = {client: clients[client]}
+    path.write_text(yaml.safe_dump(inv), encoding="utf-8")
+    return path
+
+
+def test_two_runs_share_the_lab_by_its_lease_into_one_postgresql_store_and_a_rerun_resumes(
     lab2, tmp_path, monkeypatch
 ):
-    """`lab up --results-store` starts the lab's results cluster on the controller.
-    `drivelab run` stores into it while another process (`drivelab import` of a second
-    scenario) writes to it too; both land whole, and `drivelab report` shows each with its
-    run count; running the scenario again resumes from the PostgreSQL store (every
-    repetition found stored, none run twice); lab down saves the store to the results
-    folder before it removes the cluster. Two `drivelab run` cannot share the lab's one
-    DB host at once (postgresql_server stops the other drivelab clusters, a cold start
-    restarts the server): two controllers' runs writing at once are
-    tests/unit/test_store_team.py's two writer processes on a real PostgreSQL. Last in
-    the module: it ends with lab down."""
+    """`lab up --results-store` starts the lab's results cluster on the controller; a
+    `drivelab run` of team-a (nvme) holds the lab's lease on the DB host, so while it runs
+    (issue #24): `lab status` names it; team-b's run without --wait is refused within
+    seconds in one line naming team-a, touching nothing; a direct `ansible-playbook
+    playbooks/drives.yml` is refused in one line before its drive play; another process
+    (`drivelab import` of a third scenario) writes into the same store; team-b's run with
+    --wait says it waits, starts after team-a ends and completes. All land whole in the
+    one PostgreSQL store; the report shows each with its run count; running one again
+    resumes from it (every repetition found stored, none run twice); lab down saves the
+    store to the results folder before it removes the cluster. Two controllers' runs
+    writing at the same time (two labs) are tests/unit/test_store_team.py's two writer
+    processes on a real PostgreSQL. Last in the module: it ends with lab down."""
     from collector import runner  # noqa: PLC0415
     from tests.conftest import build_store  # noqa: PLC0415
 
@@ -476,49 +537,118 @@ def test_a_run_into_the_lab_results_store_while_another_writer_imports_and_a_rer
     uri = status["results_store"]
     assert uri.startswith("postgresql://drivelab_results@/drivelab_results?"), uri
     assert status["results_store_answers"], status
+    assert status["lease"]["text"] == "free", status["lease"]
 
     # the other writer's document: a realistic two-drive scenario (6 runs), from SQLite
     build_store(tmp_path / "other.db").close()
     doc = tmp_path / "two-drives.json"
     drivelab("export", "--db", str(tmp_path / "other.db"), "-o", str(doc))
 
-    scenario = tmp_path / "team-a.yml"
-    scenario.write_text(textwrap.dedent(TEAM), encoding="utf-8")
-    env = dict(os.environ, DRIVELAB_DB=uri, DRIVELAB_RESULTS=str(tmp_path / "team-a"))
-    argv = [str(BIN / "drivelab"), "run", str(scenario), "--no-telemetry"]
-    first = subprocess.Popen(
-        argv, cwd=REPO, env=env, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    env = dict(os.environ, DRIVELAB_DB=uri)
+    runs = {}
+    for name, drive, client in (("team-a", "nvme", "client1"), ("team-b", "ssd", "client2")):
+        scenario = tmp_path / f"{name}.yml"
+        scenario.write_text(textwrap.dedent(TEAM.format(name=name, drive=drive)), encoding="utf-8")
+        inventory = one_client_inventory(tmp_path / f"{name}-hosts.yml", client)
+        runs[name] = (scenario, inventory)
+
+    def start(name: str, *more: str) -> subprocess.Popen:
+        scenario, inventory = runs[name]
+        return subprocess.Popen(
+            [str(BIN / "drivelab"), "run", str(scenario), "--inventory", str(inventory),
+             "--no-telemetry", *more],
+            cwd=REPO, env=dict(env, DRIVELAB_RESULTS=str(tmp_path / name)), start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+
+    procs = {"team-a": start("team-a")}
     try:
+        held = wait_for(
+            lambda: (d := lease_status(runs["team-b"][1]))["lease"] and d, 300, "team-a's lease", 1
+        )
+        assert held["lease"]["scenario"] == "team-a" and held["lease"]["pid"] == procs["team-a"].pid
+        lab_status = json.loads(drivelab("lab", "status", "--json").stdout)["lease"]
+        assert lab_status["text"].startswith("drivelab run of scenario 'team-a'"), lab_status
+
+        # refused: team-b without --wait, within seconds, one line naming team-a, nothing run
+        started = time.monotonic()
+        refused = start("team-b")
+        out_refused, _ = refused.communicate(timeout=120)
+        refused_s = time.monotonic() - started
+        last = out_refused.strip().splitlines()[-1]
+        print(f"team-b refused in {refused_s:.1f} s: {last}")
+        assert refused.returncode == 2, out_refused[-3000:]
+        assert last.startswith(
+            "drivelab: lab lease: dbhost is in use: drivelab run of scenario 'team-a'"
+        ), last
+        assert f"(pid {procs['team-a'].pid}), since " in last and "expected to end about" in last
+        assert last.endswith("nothing was touched (--wait waits for it; drivelab status shows it)")
+        assert refused_s < 30, f"refused after {refused_s:.0f} s"
+        assert not (tmp_path / "team-b" / "runs").exists()
+
+        # refused: a playbook called directly, before its drive play, in one line
+        failures = tmp_path / "direct-failures.jsonl"
+        monkeypatch.setenv("DRIVELAB_FAILURES", str(failures))
+        hdd = next(d for d in db_drives() if d["name"] == "hdd10k")["device"]
+        started = time.monotonic()
+        request = [{"name": "hdd10k", "drives": ["hdd10k"], "fs": "ext4"}]
+        direct = playbook("drives.yml", {"candidate_drive_request": request})
+        direct_s = time.monotonic() - started
+        monkeypatch.delenv("DRIVELAB_FAILURES")
+        assert direct.returncode != 0, direct.stdout[-3000:]
+        (failure,) = [json.loads(line) for line in failures.read_text().splitlines()]
+        print(f"direct drives.yml refused in {direct_s:.1f} s: {failure['msg']}")
+        assert failure["refusal"] == "lease_held", failure
+        assert "\n" not in failure["msg"]
+        assert failure["msg"].startswith("dbhost is in use: drivelab run of scenario 'team-a'")
+        assert "PLAY [Candidate drives]" not in direct.stdout
+        blkid = subprocess.run(["blkid", "-p", hdd], capture_output=True, text=True, check=False)
+        assert blkid.returncode == 2 and not blkid.stdout, blkid.stdout  # 2: no signature found
+
+        # another writer into the same store while team-a runs
+        first = procs["team-a"]
         wait_for(lambda: pg_runs(uri) or first.poll() is not None, 600, "team-a's first run")
         assert first.poll() is None, "team-a ended before its second run"
         imported = drivelab("import", str(doc), "--db", uri)
         imported_at = time.time()
         assert first.poll() is None, "team-a ended before the import was done: no overlap"
-        out, _ = first.communicate(timeout=600)
+        assert "6 runs added" in imported.stdout, imported.stdout
+
+        # team-b with --wait: waits, then runs after team-a
+        procs["team-b"] = start("team-b", "--wait")
+        outs = {name: proc.communicate(timeout=1200)[0] for name, proc in procs.items()}
     finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-    assert first.returncode == 0, out[-3000:]
-    assert "6 runs added" in imported.stdout, imported.stdout
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    for name, proc in procs.items():
+        assert proc.returncode == 0, f"{name}: {outs[name][-3000:]}"
+    assert "lab lease: dbhost is in use: drivelab run of scenario 'team-a'" in outs["team-b"]
+    assert "; waiting for it (--wait)" in outs["team-b"]
 
     rows = pg_runs(uri)
-    team = [r for r in rows if r[0] == "team-a"]
-    assert [(r[2], r[3]) for r in team] == [(0, "complete"), (1, "complete")], rows
-    assert {r[4] for r in team} == {os.uname().nodename}, rows
-    assert team[1][5] > imported_at, "team-a's second run was stored before the import ended"
-    assert len([r for r in rows if r[0] == "two-drives"]) == 6, rows
+    by = {name: [r for r in rows if r[0] == name] for name in (*runs, "two-drives")}
+    for name, drive in (("team-a", "nvme"), ("team-b", "ssd")):
+        assert [(r[2], r[3]) for r in by[name]] == [(0, "complete"), (1, "complete")], rows
+        assert all(drive in r[1] for r in by[name]), rows  # never the other's cell
+        assert {r[4] for r in by[name]} == {os.uname().nodename}, rows
+    assert len(by["two-drives"]) == 6, rows
+    assert by["team-a"][1][5] > imported_at, "team-a's second run was stored before the import"
+    # one at a time: team-b measured only after team-a's last run ended
+    assert min(r[6] for r in by["team-b"]) > max(r[7] for r in by["team-a"]), rows
 
     report = drivelab("report", "--db", uri, "--json", str(tmp_path / "report.json"))
-    assert "team-a" in report.stdout and "two-drives" in report.stdout
+    assert "team-a" in report.stdout and "team-b" in report.stdout
     reported = json.loads((tmp_path / "report.json").read_text())["runs"]
-    counts = {n: sum(r["scenario"] == n for r in reported) for n in ("team-a", "two-drives")}
-    assert counts == {"team-a": 2, "two-drives": 6}, counts
+    counts = {n: sum(r["scenario"] == n for r in reported) for n in by}
+    assert counts == {"team-a": 2, "team-b": 2, "two-drives": 6}, counts
 
+    scenario, inventory = runs["team-a"]
     again = subprocess.run(
-        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False
-    )
+        [str(BIN / "drivelab"), "run", str(scenario), "--inventory", str(inventory), "--no-telemetry"],
+        cwd=REPO, env=dict(env, DRIVELAB_RESULTS=str(tmp_path / "team-a")), capture_output=True,
+        text=True, timeout=600, check=False,
+    )  # fmt: skip
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     assert "all 2 repetitions stored, skipped" in again.stdout, again.stdout[-3000:]
     assert pg_runs(uri) == rows
@@ -527,7 +657,9 @@ def test_a_run_into_the_lab_results_store_while_another_writer_imports_and_a_rer
     down = drivelab("lab", "down")
     saved = sorted((tmp_path / "saved").glob("lab-results-store-*.json"))
     assert len(saved) == 1, down.stdout
-    assert "(2 scenarios, 8 runs) saved to" in " ".join(down.stdout.split()), down.stdout
+    assert "(3 scenarios, 10 runs) saved to" in " ".join(down.stdout.split()), down.stdout
     doc = json.loads(saved[0].read_text())
-    assert sorted(sc["scenarios"][0][1] for sc in doc["scenarios"]) == ["team-a", "two-drives"]
+    assert sorted(sc["scenarios"][0][1] for sc in doc["scenarios"]) == [
+        "team-a", "team-b", "two-drives"
+    ]
     assert not lab.RESULTS_STORE.exists()

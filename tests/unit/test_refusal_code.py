@@ -50,15 +50,18 @@ def test_the_controller_shares_the_modules_code():
     assert argv.Refusal("x").code == argv.REFUSED != HOLDS_POSTGRESQL_DATA
 
 
+@pytest.mark.parametrize("loop", [False, True], ids=["task", "loop item"])
 @pytest.mark.parametrize(
     ("code", "expected"), [("HOLDS_POSTGRESQL_DATA", {HOLDS_POSTGRESQL_DATA}), ("REFUSED", set())]
 )
-def test_a_refusal_code_reaches_the_runner(tmp_path, monkeypatch, code, expected):
+def test_a_refusal_code_reaches_the_runner(tmp_path, monkeypatch, code, expected, loop):
+    """Also from a loop's failed item (drive_format's re-gate runs once per filesystem:
+    its code was lost there, so a drive holding drivelab's own data was not released)."""
     monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
     (tmp_path / "library").mkdir()
     (tmp_path / "library" / "refuse.py").write_text(MODULE.format(code=code))
     playbook = tmp_path / "refuse.yml"
-    playbook.write_text(textwrap.dedent(PLAYBOOK))
+    playbook.write_text(textwrap.dedent(PLAYBOOK) + ("      loop: [ssd]\n" if loop else ""))
     with pytest.raises(PlaybookFailed) as info:
         run_playbook(str(playbook), inventory="localhost,", what="drives")
     assert "holds PostgreSQL data" in str(info.value)

@@ -23,6 +23,7 @@ SHARED = {
     "5440": "drivelab_pg_port",
     "/srv/drivelab": "drivelab_mount_root",
     "/var/lib/drivelab/candidates": "drivelab_candidate_state_dir",
+    "/var/lib/drivelab/lease.json": "drivelab_lease_file",
     "/var/lib/drivelab-client": "drivelab_client_dir",
     "/usr/local/lib/drivelab": "drivelab_lib_dir",
     ".local/share/drivelab/secrets": "drivelab_secrets_dir",

@@ -44,8 +44,10 @@ class CallbackModule(CallbackBase):
             "msg": " ".join(str(msg).split()),
         }
         # a drive module's refusal code: what the controller decides on, never the text
-        if isinstance(res.get("refusal"), str):
-            line["refusal"] = res["refusal"]
+        # (a loop task's is its failed item's: drive_format's re-gate runs per filesystem)
+        codes = [r.get("refusal") for r in [res, *items] if isinstance(r.get("refusal"), str)]
+        if codes:
+            line["refusal"] = codes[0]
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(line) + "\n")
 

@@ -1,0 +1,340 @@
+"""The lab's lease (issue #24): its rule book on a real file (atomic take by competing
+processes, renewal, takeover of a stale or gone holder, release), the module through a
+real ``ansible`` call, ``drivelab run``'s side of it (refusal in one line, --wait, a gone
+holder taken over, the heartbeat losing it), a playbook stopped when the lease is lost,
+and a run measured while it was lost stored as failed. The lab tests
+(tests/lab/test_run.py) show the same on the DB host of a lab."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from collector import lease, playbook
+from collector.ansible_plugins.filter import drivelab as filters
+from collector.errors import DrivelabError
+from tests.unit.hostcode import module_util
+from tests.unit.test_gather import gather, make_run, two
+
+rules = module_util("drivelab", "drivelab_lease")
+
+
+def holder(token: str, **kw) -> dict:
+    return {"token": token, "user": "ann", "controller": "ctl-a", "pid": 4242,
+            "purpose": "drivelab run", "scenario": "seed", "cell": None, **kw}  # fmt: skip
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+# ---------------------------------------------------------------------- the rule book
+
+
+def test_one_holder_at_a_time_renewed_and_released(tmp_path):
+    path = str(tmp_path / "state" / "lease.json")
+    first = rules.take(path, holder("a"), 120, expected_seconds=600, now=1000.0)
+    assert first["held"] and first["lease"]["since"] == 1000.0
+    assert first["lease"]["expected_end"] == 1600.0
+    refused = rules.take(path, holder("b", user="bob"), 120, now=1010.0)
+    assert not refused["held"] and refused["refusal"] == rules.HELD
+    assert refused["lease"]["user"] == "ann"
+    renewed = rules.take(path, {"token": "a", "cell": "nvme-x"}, 120, must_hold=True, now=1100.0)
+    assert renewed["held"]
+    assert renewed["lease"]["since"] == 1000.0  # the same lease, renewed
+    assert renewed["lease"]["renewed"] == 1100.0 and renewed["lease"]["cell"] == "nvme-x"
+    assert renewed["lease"]["user"] == "ann" and renewed["lease"]["expected_end"] == 1600.0
+    assert rules.release(path, "b") == {
+        "released": False,
+        "lease": renewed["lease"],
+        "changed": False,
+    }
+    assert rules.read(path)["pid"] == 4242
+    assert rules.release(path, "a")["released"]
+    assert rules.read(path) is None
+    assert rules.take(path, holder("b"), 120, now=1200.0)["held"]
+
+
+def test_a_stale_holder_is_taken_over_after_its_time_to_live_and_knows_it_lost(tmp_path):
+    path = str(tmp_path / "lease.json")
+    rules.take(path, holder("a"), 120, now=1000.0)
+    # renewed last at 1000: valid to 1120 by the host's clock
+    assert rules.take(path, holder("b"), 60, now=1119.0)["refusal"] == rules.HELD
+    took = rules.take(path, holder("b"), 60, now=1121.0)
+    assert took["held"]
+    assert took["took_over"]["record"]["renewed"] == 1000.0
+    assert took["took_over"]["why"] == "not renewed for 121 s (time to live 120 s)"
+    lost = rules.take(path, {"token": "a"}, 120, must_hold=True, now=1130.0)
+    assert not lost["held"] and lost["refusal"] == rules.LOST
+    assert lost["why"].startswith("it is now held by drivelab run of scenario 'seed' by ann@ctl-a")
+    assert rules.read(path)["ttl"] == 60.0  # b's: a check never takes it back
+
+
+def test_a_takeover_names_the_token_it_replaces(tmp_path):
+    """The controller saw the holder's process gone: only that holder is replaced, not one
+    that took the lease in between."""
+    path = str(tmp_path / "lease.json")
+    rules.take(path, holder("a"), 120, now=1000.0)
+    assert rules.take(path, holder("c"), 120, takeover="x", now=1001.0)["refusal"] == rules.HELD
+    took = rules.take(path, holder("c"), 120, takeover="a", now=1001.0)
+    assert took["held"] and took["took_over"]["why"] == "its process 4242 on ctl-a is gone"
+
+
+def test_a_released_lease_is_lost_to_its_run(tmp_path):
+    path = str(tmp_path / "lease.json")
+    out = rules.take(path, {"token": "a"}, 120, must_hold=True, now=1.0)
+    assert out == {"held": False, "refusal": rules.LOST, "lease": None, "changed": False,
+                   "why": "it was released"}  # fmt: skip
+    assert not os.path.exists(path)
+
+
+def _race(path: str, token: str, start: float, out) -> None:
+    while time.time() < start:
+        pass
+    out.put((token, rules.take(path, holder(token), 120)["held"]))
+
+
+def test_competing_processes_one_takes_it(tmp_path):
+    """Eight processes take at the same instant: one holds it, seven are refused, and the
+    file names the winner (flock around read, write to a temporary file, rename)."""
+    path = str(tmp_path / "lease.json")
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    start = time.time() + 0.5
+    procs = [ctx.Process(target=_race, args=(path, f"t{i}", start, out)) for i in range(8)]
+    for p in procs:
+        p.start()
+    results = dict(out.get(timeout=30) for _ in procs)
+    for p in procs:
+        p.join()
+    winners = [t for t, held in results.items() if held]
+    assert len(winners) == 1, results
+    assert rules.read(path)["token"] == winners[0]
+    assert sorted(os.listdir(tmp_path)) == ["lease.json", "lease.json.lock"]  # no temporary left
+
+
+def test_describe_says_who_what_since_and_the_expected_end():
+    rec = holder("a", cell="nvme-xfs-tablespace-s2-h2-tpcb", since=1795534382.0,
+                 expected_end=1795535000.0, renewed=1795534900.0)  # fmt: skip
+    assert rules.describe(rec, now=1795534910.0) == (
+        "drivelab run of scenario 'seed', cell nvme-xfs-tablespace-s2-h2-tpcb by ann@ctl-a"
+        " (pid 4242), since 2026-11-24 15:33:02 UTC, expected to end about 2026-11-24"
+        " 15:43:20 UTC, renewed 10 s ago"
+    )
+
+
+# ---------------------------------------------------------------------- the controller
+
+
+def test_gone_is_a_dead_process_of_this_controller_only():
+    me = socket.gethostname()
+    pid = os.getpid()
+    alive = {"controller": me, "pid": pid, "pid_start": filters.pid_start(pid)}
+    assert not lease.gone(alive)
+    assert not filters.drivelab_lease_gone(alive)
+    assert lease.gone({"controller": me, "pid": dead_pid()})
+    assert lease.gone(dict(alive, pid_start=alive["pid_start"] - 1))  # the pid used again
+    assert not lease.gone({"controller": "elsewhere", "pid": dead_pid()})
+
+
+class Local:
+    """The rule book on a local file, as the SSH transport runs it on the host."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.calls = 0
+        self.fail = False
+
+    def call(self, request: dict) -> dict:
+        self.calls += 1
+        if self.fail:
+            raise DrivelabError("lab lease: cannot reach root@10.213.0.2:22: timed out")
+        return rules.request(json.loads(json.dumps(request)))
+
+    def close(self) -> None:
+        pass
+
+
+def make_lease(tmp_path, *, ttl=120.0, said=None, **kw) -> lease.Lease:
+    st = lease.Settings(str(tmp_path / "lease.json"), ttl, 3600.0)
+    said = said if said is not None else []
+    return lease.Lease(Local(tmp_path), st, "dbhost", scenario="seed", say=said.append, **kw)
+
+
+def test_a_second_run_is_refused_in_one_line_naming_the_first(tmp_path):
+    first = make_lease(tmp_path)
+    first.take(expected_seconds=900)
+    second = make_lease(tmp_path)
+    with pytest.raises(DrivelabError) as err:
+        second.take()
+    text = str(err.value)
+    assert "\n" not in text
+    assert text.startswith("lab lease: dbhost is in use: drivelab run of scenario 'seed' by ")
+    assert f"(pid {os.getpid()})" in text and "expected to end about" in text
+    assert text.endswith("nothing was touched (--wait waits for it; drivelab status shows it)")
+
+
+def test_wait_polls_until_the_holder_releases(tmp_path):
+    first = make_lease(tmp_path)
+    first.take()
+    said: list[str] = []
+    naps = []
+
+    def nap(seconds):
+        naps.append(seconds)
+        if len(naps) == 3:
+            first.release()
+
+    second = make_lease(tmp_path, said=said, sleep=nap)
+    second.take(wait=True)
+    assert naps == [lease.WAIT_POLL_S] * 3
+    assert said[0].startswith("lab lease: dbhost is in use: drivelab run of scenario 'seed'")
+    assert said[0].endswith("; waiting for it (--wait)")
+    assert len([s for s in said if "waiting" in s]) == 1  # said once per holder
+    assert said[-1].startswith("lab lease: dbhost held by this run (taken in ")
+    assert rules.read(str(tmp_path / "lease.json"))["token"] == second.token
+
+
+def test_a_holder_whose_process_is_gone_is_taken_over_at_once_and_said(tmp_path):
+    path = str(tmp_path / "lease.json")
+    pid = dead_pid()
+    rules.take(path, holder("old", controller=socket.gethostname(), pid=pid), 120)
+    said: list[str] = []
+    run = make_lease(tmp_path, said=said)
+    run.take()
+    line = next(s for s in said if "took" in s)
+    assert line.startswith(
+        f"lab lease: took dbhost over from drivelab run of scenario 'seed' by ann@{socket.gethostname()} (pid {pid})"
+    )
+    assert line.endswith(f": its process {pid} on {socket.gethostname()} is gone")
+    fact = run.fact()
+    assert fact["took_over"]["record"]["pid"] == pid and "token" not in fact["took_over"]["record"]
+    assert fact["took_over"]["why"].startswith(f"its process {pid}")
+
+
+def test_the_heartbeat_renews_and_a_lease_taken_away_is_lost(tmp_path):
+    run = make_lease(tmp_path)
+    run.take()
+    run.cell = "nvme-x"
+    run.renew()
+    assert run.renewals == 1 and rules.read(str(tmp_path / "lease.json"))["cell"] == "nvme-x"
+    # another controller took it (this one's renewals did not arrive for the time to live)
+    rec = rules.read(str(tmp_path / "lease.json"))
+    rules.take(str(tmp_path / "lease.json"), holder("thief", user="bob"), 120,
+               now=rec["renewed"] + 121)  # fmt: skip
+    run.renew()
+    assert run.lost.is_set()
+    assert run.why.startswith("dbhost: this run lost the lab's lease: it is now held by ")
+    assert "bob@ctl-a" in run.why
+    with pytest.raises(playbook.LeaseLost):
+        run.check()
+
+
+def test_renewals_that_do_not_arrive_for_the_time_to_live_lose_it(tmp_path):
+    clock = [0.0]
+    run = make_lease(tmp_path, ttl=60.0, clock=lambda: clock[0])
+    run.take()
+    run.transport.fail = True
+    clock[0] = 59.0
+    run.renew()
+    assert not run.lost.is_set()  # one missed renewal is not a lost lease
+    clock[0] = 61.0
+    run.renew()
+    assert run.lost.is_set() and "not renewed for 61 s (lab lease: cannot reach" in run.why
+
+
+PAUSE = """\
+- name: A long stage
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: The lease's token
+      ansible.builtin.debug:
+        msg: "token={{ drivelab_lease_token }}"
+
+    - name: Wait
+      ansible.builtin.pause:
+        seconds: 120
+"""
+
+
+def test_a_playbook_running_when_the_lease_is_lost_is_stopped_and_fails_with_the_reason(
+    tmp_path, monkeypatch
+):
+    """A real ansible-playbook of 120 s: stopped within seconds of the loss, the reason
+    among its failures (so a measured run is stored failed with it), and LeaseLost raised;
+    the token went to the playbook as drivelab_lease_token."""
+    monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
+    book = tmp_path / "pause.yml"
+    book.write_text(PAUSE)
+    run = make_lease(tmp_path)
+    run.take()
+    timer = threading.Timer(3.0, run.lose, args=("dbhost: this run lost the lab's lease: test",))
+    started = time.monotonic()
+    with playbook.guarded_by(run):
+        timer.start()
+        with pytest.raises(playbook.LeaseLost) as err:
+            playbook.run_playbook(os.path.relpath(book, playbook.PLAYBOOKS), what="pgbench")
+        seconds = time.monotonic() - started
+        with pytest.raises(playbook.LeaseLost, match="not started"):
+            playbook.run_playbook(os.path.relpath(book, playbook.PLAYBOOKS), what="database")
+    assert seconds < 40, seconds
+    assert str(err.value).startswith("pgbench: dbhost: this run lost the lab's lease: test (log: ")
+    assert err.value.failures[-1]["kind"] == "lease"
+    log = next((tmp_path / "results" / "logs").glob("*-pgbench.log")).read_text()
+    assert f"token={run.token}" in log
+
+
+def test_a_run_measured_while_the_lease_was_lost_is_stored_failed_with_the_reason(tmp_path):
+    why = "dbhost: this run lost the lab's lease: it is now held by drivelab run by bob@ctl-b"
+    failures = [{"kind": "lease", "host": "dbhost", "task": "lab lease", "msg": why}]
+    g = gather.gather_run(make_run(tmp_path, two(), failures=failures))
+    assert g.run.status.value == "failed"
+    assert g.run.reason == why
+
+
+# ---------------------------------------------------------------------- the module, by Ansible
+
+
+def test_the_module_through_ansible_refuses_in_one_line_and_releases(tmp_path):
+    """AnsibleTransport (ansible ad hoc, the module and the rule book as a host runs them)
+    on this machine: a take, a second holder refused with the module's one line, a
+    release."""
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(yaml.safe_dump({"all": {"children": {"db": {"hosts": {"dbhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "drivelab_lease_file": str(tmp_path / "state" / "lease.json"),
+    }}}}}}))  # fmt: skip
+    inventory = yaml.safe_load(inv.read_text())
+    st = lease.settings(inventory, "dbhost")
+    assert (st.file, st.ttl, st.renew_every) == (
+        str(tmp_path / "state" / "lease.json"),
+        120.0,
+        20.0,
+    )
+    transport = lease.transport_for(inv, inventory, "dbhost")
+    assert isinstance(transport, lease.AnsibleTransport)  # no key, no known_hosts
+    said: list[str] = []
+    first = lease.Lease(transport, st, "dbhost", scenario="seed", say=said.append)
+    first.take(expected_seconds=60)
+    res = transport.call({"op": "take", "path": st.file, "ttl": 120.0,
+                          "holder": holder("other", user="bob")})  # fmt: skip
+    assert res["failed"] and res["refusal"] == rules.HELD
+    assert res["msg"].startswith("dbhost is in use: drivelab run of scenario 'seed' by ")
+    assert "\n" not in res["msg"]
+    assert lease.query(inv, inventory)["text"].startswith("drivelab run of scenario 'seed'")
+    first.release()
+    assert lease.query(inv, inventory) == {"db_host": "dbhost", "lease": None, "stale": None,
+                                           "text": "free"}  # fmt: skip
