@@ -660,6 +660,8 @@ def test_two_runs_share_the_lab_by_its_lease_into_one_postgresql_store_and_a_rer
     assert "(3 scenarios, 10 runs) saved to" in " ".join(down.stdout.split()), down.stdout
     doc = json.loads(saved[0].read_text())
     assert sorted(sc["scenarios"][0][1] for sc in doc["scenarios"]) == [
-        "team-a", "team-b", "two-drives"
+        "team-a",
+        "team-b",
+        "two-drives",
     ]
     assert not lab.RESULTS_STORE.exists()
