@@ -364,14 +364,16 @@ def mib(n: int) -> str:
 
 
 def launch_lead() -> str:
-    """The start lead as playbooks/pgbench.yml computes it (read from the playbook and
-    the role's default, so this text cannot drift from what ran)."""
-    play = (REPO / "playbooks" / "pgbench.yml").read_text(encoding="utf-8")
-    base = re.search(r"pgbench_run_lead_seconds \| default\(([0-9.]+)\)", play)
-    per = re.search(r"\+ ([0-9.]+) \* \(pgbench_run_hosts", play)
-    if not base or not per:
-        raise SystemExit("playbooks/pgbench.yml: the start lead's expression changed: update me")
-    default = yaml.safe_load(
+    """The start lead as roles/pgbench_run chooses it (read from the role's defaults and
+    its run tasks, so this text cannot drift from what ran)."""
+    tasks = (REPO / "roles" / "pgbench_run" / "tasks" / "run.yml").read_text(encoding="utf-8")
+    if "pgbench_run_lead_per_host | float * __pgbench_run_hosts | length" not in tasks:
+        raise SystemExit("roles/pgbench_run/tasks/run.yml: the start lead changed: update me")
+    defaults = yaml.safe_load(
         (REPO / "roles" / "pgbench_run" / "defaults" / "main.yml").read_text(encoding="utf-8")
-    ).get("pgbench_run_lead_seconds", base[1])
-    return f"{float(default):g} s + {float(per[1]):g} s per client"
+    )
+    return (
+        f"{float(defaults['pgbench_run_lead_seconds']):g} s + "
+        f"{float(defaults['pgbench_run_lead_per_host']):g} s per client, "
+        "counted from when every client is armed"
+    )

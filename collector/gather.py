@@ -438,6 +438,18 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
         and c.result.report.get("connection_time_kind") == "initial"
         and isinstance(c.result.report.get("connection_time_s"), NUMBER)
     }
+    # the two-phase start (pgbench-at --go): when the instant was chosen (every client
+    # armed), and when each client received it
+    chosen = next(
+        (float(c.command["chosen_at"]) for c in clients
+         if isinstance(c.command.get("chosen_at"), NUMBER)),
+        None,
+    )  # fmt: skip
+    handed = {
+        c.result.client: float(c.command["go_at"])
+        for c in clients
+        if isinstance(c.command.get("go_at"), NUMBER) and chosen is not None
+    }
     commands = tuple(
         f"{c.result.client}: {shlex.join(str(a) for a in c.command['argv'])}"
         for c in clients
@@ -464,6 +476,15 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
         "launched_at": launched,
         "connect_spread_s": _skew(connected) if len(connected) == len(clients) else None,
         "connected_at": connected,
+        # the margin the instant was chosen with, how long handing it to the last client
+        # took, and how late after the instant the last launch came (0: none late)
+        "start_lead_s": (meta.start_at - chosen) if chosen is not None and meta.start_at else None,
+        "handover_s": (max(handed.values()) - chosen) if handed else None,
+        "launch_late_s": (
+            max(0.0, max(launched.values()) - meta.start_at)
+            if launched and chosen is not None and meta.start_at
+            else None
+        ),
         "series_source": {c.result.client: c.start_source for c in clients},
         "commands": {
             c.result.client: c.command["argv"]

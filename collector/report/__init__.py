@@ -282,7 +282,7 @@ def run_rows(view: ScenarioView) -> list[dict]:
     rows = []
     spreads = {
         key: {f.run_id: f.value for f in view.facts if f.scope == "run" and f.key == key}
-        for key in ("launch_skew_s", "connect_spread_s")
+        for key in ("launch_skew_s", "connect_spread_s", "start_lead_s", "launch_late_s")
     }
     for cv in view.cells:
         for r in cv.stats.runs:
@@ -305,6 +305,8 @@ def run_rows(view: ScenarioView) -> list[dict]:
                     "start_skew_s": r.start_skew_s,
                     "launch_skew_s": spreads["launch_skew_s"].get(r.run_id),
                     "connect_spread_s": spreads["connect_spread_s"].get(r.run_id),
+                    "start_lead_s": spreads["start_lead_s"].get(r.run_id),
+                    "launch_late_s": spreads["launch_late_s"].get(r.run_id),
                     "latency_avg_s": r.latency_avg_s,
                     "latency_p50_s": r.latency_p50_s,
                     "latency_p95_s": r.latency_p95_s,

@@ -373,6 +373,10 @@ def warnings(view: ScenarioView) -> list[str]:
     return [f"{label(view, cv)}: {w}" for cv in view.cells for w in cv.warnings]
 
 
+#: a launch this long after the start instant means its client got the instant late
+LATE_S = 0.05
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.1f} ms"
 
@@ -385,13 +389,22 @@ def start_lines(view: ScenarioView) -> list[str]:
     at once (SCRAM is CPU work), so a spread there is the server's, not drivelab's."""
     launch = run_facts(view, "launch_skew_s")
     connect = run_facts(view, "connect_spread_s")
+    lead = run_facts(view, "start_lead_s")
+    late = run_facts(view, "launch_late_s")
     out = []
     for cv in view.cells:
         runs = [r for r in cv.stats.runs if r.status == RunStatus.COMPLETE and r.clients > 1]
         launches = [float(v) for r in runs if isinstance(v := launch.get(r.run_id), int | float)]
         if not launches:
             continue
-        words = [f"launches {_ms(max(launches))} apart (drivelab's)"]
+        leads = [float(v) for r in runs if isinstance(v := lead.get(r.run_id), int | float)]
+        lates = [float(v) for r in runs if isinstance(v := late.get(r.run_id), int | float)]
+        mine = "drivelab's"
+        if leads:
+            mine += f"; instant chosen {_ms(max(leads))} ahead, all armed"
+        if lates and max(lates) > LATE_S:
+            mine += f"; a client launched {_ms(max(lates))} after it"
+        words = [f"launches {_ms(max(launches))} apart ({mine})"]
         connects = [float(v) for r in runs if isinstance(v := connect.get(r.run_id), int | float)]
         firsts = [r.start_skew_s for r in runs if r.start_skew_s is not None]
         server = []

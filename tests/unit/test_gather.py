@@ -817,3 +817,58 @@ def test_the_start_in_three_steps_launch_connections_first_transactions(tmp_path
     # one client: nothing to spread
     single = make_run(tmp_path / "one", {"client1": Client("pgbench_run1_log", _logs_run1(0.0))})
     assert gather.gather_run(single).run.facts["connect_spread_s"] == 0.0
+
+
+def test_the_two_phase_start_stores_its_lead_and_the_handover(tmp_path, capsys):
+    """pgbench-at --go records when the instant was chosen (every client armed) and when
+    each client received it: gather stores the lead the instant was chosen with, how long
+    handing it over took, and how late after the instant the last launch came; the
+    report prints the lead beside the launch spread, and names a late client's launch."""
+
+    def two_phase(run_dir, go, launched):
+        for host, go_at in go.items():
+            path = run_dir / host / "command.json"
+            doc = json.loads(path.read_text())
+            doc.update(chosen_at=START_AT - 0.6, armed_at=START_AT - 0.9, go_at=go_at)
+            doc["launched_at"] = launched[host]
+            path.write_text(json.dumps(doc))
+        return gather.gather_run(run_dir)
+
+    on_time = make_run(tmp_path / "a", two())
+    g = two_phase(
+        on_time,
+        {"client1": START_AT - 0.55, "client2": START_AT - 0.52},
+        {"client1": START_AT + 0.0004, "client2": START_AT + 0.0011},
+    )
+    facts = g.run.facts
+    assert facts["start_lead_s"] == pytest.approx(0.6, abs=1e-6)
+    assert facts["handover_s"] == pytest.approx(0.08, abs=1e-6)
+    assert facts["launch_late_s"] == pytest.approx(0.0011, abs=1e-6)
+    assert facts["launch_skew_s"] == pytest.approx(0.0007, abs=1e-6)
+
+    late = make_run(tmp_path / "b", two(), rep=1)
+    facts = two_phase(
+        late,
+        {"client1": START_AT - 0.5, "client2": START_AT + 0.2},
+        {"client1": START_AT + 0.0003, "client2": START_AT + 0.2005},
+    ).run.facts
+    assert facts["handover_s"] == pytest.approx(0.8, abs=1e-6)
+    assert facts["launch_late_s"] == pytest.approx(0.2005, abs=1e-6)
+
+    db = tmp_path / "store.db"
+    with Store.open(db) as store:
+        gather.record_run_dir(store, on_time)
+    assert cli.main(["report", "--db", str(db), "--json", str(tmp_path / "r.json")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "launches 0.7 ms apart (drivelab's; instant chosen 600.0 ms ahead, all armed)" in out
+    (row,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert row["start_lead_s"] == pytest.approx(0.6, abs=1e-6)
+    with Store.open(db) as store:
+        gather.record_run_dir(store, late)
+    assert cli.main(["report", "--db", str(db)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "a client launched 200.5 ms after it" in out, out
+
+    # an old run folder (pgbench-at --at): no two-phase facts, nothing said
+    old = gather.gather_run(make_run(tmp_path / "c", two())).run.facts
+    assert (old["start_lead_s"], old["handover_s"], old["launch_late_s"]) == (None, None, None)

@@ -1,0 +1,109 @@
+"""The start-at wrapper (roles/pgbench_client/files/pgbench-at), run as a real process
+with a real named pipe: armed, it waits for the instant the controller hands over, then
+starts its command no earlier than that instant; without an instant it gives up and says
+so; an instant already past starts it at once. What it records is what gather reads."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+WRAPPER = REPO / "roles" / "pgbench_client" / "files" / "pgbench-at"
+
+
+def start(rundir: Path, *opts: str, command=("/bin/sh", "-c", "echo started; exit 7")):
+    return subprocess.Popen(
+        [sys.executable, str(WRAPPER), *opts, "--dir", str(rundir), "--", *command],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def armed(fifo: Path, proc: subprocess.Popen, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not (fifo.exists() and stat.S_ISFIFO(fifo.stat().st_mode)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "never armed"
+        time.sleep(0.01)
+
+
+def hand_over(fifo: Path, start_at: float, chosen_at: float) -> None:
+    # as the playbook does: one line into the pipe
+    with open(fifo, "w", encoding="ascii") as fh:
+        fh.write(f"{start_at} {chosen_at}\n")
+
+
+def test_armed_it_waits_for_the_instant_and_starts_no_earlier(tmp_path):
+    rundir, fifo = tmp_path / "run", tmp_path / "run" / ".go"
+    rundir.mkdir()
+    proc = start(rundir, "--go", str(fifo))
+    armed(fifo, proc)
+    time.sleep(0.3)
+    assert proc.poll() is None, "started before it was handed an instant"
+    assert not (rundir / "stdout.txt").exists()
+    chosen = time.time()
+    at = chosen + 0.4
+    hand_over(fifo, at, chosen)
+    assert proc.wait(timeout=30) == 7  # the command's exit code
+    record = json.loads((rundir / "command.json").read_text())
+    assert record["start_at"] == pytest.approx(at) and record["chosen_at"] == pytest.approx(chosen)
+    assert record["armed_at"] < chosen <= record["go_at"] < record["start_at"]
+    assert record["start_at"] <= record["launched_at"] <= record["ended_at"]
+    assert record["rc"] == 7 and record["argv"][0] == "/bin/sh"
+    assert (rundir / "rc.txt").read_text() == "rc=7\n"
+    assert (rundir / "stdout.txt").read_text() == "started\n"
+    assert not fifo.exists(), "the pipe is left in the run folder (it would be fetched)"
+
+
+def test_an_instant_already_past_starts_it_at_once(tmp_path):
+    rundir, fifo = tmp_path / "run", tmp_path / "run" / ".go"
+    proc = start(rundir, "--go", str(fifo))
+    armed(fifo, proc)
+    at = time.time() - 1.0
+    hand_over(fifo, at, at - 0.5)
+    assert proc.wait(timeout=30) == 7
+    record = json.loads((rundir / "command.json").read_text())
+    assert record["launched_at"] >= record["go_at"] > record["start_at"]
+
+
+def test_no_instant_it_gives_up_without_starting_pgbench(tmp_path):
+    rundir, fifo = tmp_path / "run", tmp_path / "run" / ".go"
+    proc = start(rundir, "--go", str(fifo), "--arm-timeout", "0.5")
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3
+    assert err == "pgbench-at: armed, but no start instant came; pgbench not started\n"
+    record = json.loads((rundir / "command.json").read_text())
+    assert record["rc"] == 3 and record["error"] == "armed, but no start instant came"
+    assert record["start_at"] is None and "launched_at" not in record
+    assert (rundir / "rc.txt").read_text() == "rc=3\n"
+    assert not (rundir / "stdout.txt").exists() and not fifo.exists()
+
+
+def test_a_leftover_at_the_pipe_path_is_replaced(tmp_path):
+    """An interrupted attempt's leftover where the pipe goes (here a plain file a late
+    hand-over made) is replaced by the pipe; the wrapper arms and starts."""
+    rundir, fifo = tmp_path / "run", tmp_path / "run" / ".go"
+    rundir.mkdir()
+    fifo.write_text("1.0 0.5\n")
+    proc = start(rundir, "--go", str(fifo))
+    armed(fifo, proc)
+    hand_over(fifo, time.time() + 0.1, time.time())
+    assert proc.wait(timeout=30) == 7
+    assert json.loads((rundir / "command.json").read_text())["start_at"] > 1.0
+
+
+def test_at_zero_starts_at_once_and_bad_usage_is_refused(tmp_path):
+    proc = start(tmp_path / "now", "--at", "0")
+    assert proc.wait(timeout=30) == 7
+    record = json.loads((tmp_path / "now" / "command.json").read_text())
+    assert record["start_at"] == 0 and "chosen_at" not in record
+    bad = start(tmp_path / "bad")
+    _, err = bad.communicate(timeout=30)
+    assert bad.returncode == 2 and err.startswith("usage: pgbench-at (--at EPOCH | --go FIFO")
