@@ -222,7 +222,9 @@ def run_playbook(
     logs.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log = logs / f"{stamp}-{what.replace(' ', '-')}.log"
-    with tempfile.TemporaryDirectory(prefix="drivelab-") as tmp:
+    # the playbook's variables and failures, beside its log: a controller killed mid-run
+    # (SIGKILL) leaves them in its results folder, named after the log, not in /tmp
+    with tempfile.TemporaryDirectory(prefix=f".{log.stem}.", dir=logs) as tmp:
         failures_file = Path(tmp) / "failures.jsonl"
         argv = _argv(name, Path(tmp), inventory, extra_vars, check=check, tags=tags)
         env = dict(os.environ)
