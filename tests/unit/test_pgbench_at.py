@@ -6,6 +6,7 @@ so; an instant already past starts it at once. What it records is what gather re
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -107,3 +108,15 @@ def test_at_zero_starts_at_once_and_bad_usage_is_refused(tmp_path):
     bad = start(tmp_path / "bad")
     _, err = bad.communicate(timeout=30)
     assert bad.returncode == 2 and err.startswith("usage: pgbench-at (--at EPOCH | --go FIFO")
+
+
+def test_pgbench_itself_runs_in_the_normal_scheduling_class(tmp_path):
+    """The wrapper wakes in the real-time class where allowed; what it starts never
+    inherits it (a real-time pgbench would starve the host it measures from)."""
+    rundir, fifo = tmp_path / "run", tmp_path / "run" / ".go"
+    probe = (sys.executable, "-c", "import os; print(os.sched_getscheduler(0))")
+    proc = start(rundir, "--go", str(fifo), command=probe)
+    armed(fifo, proc)
+    hand_over(fifo, time.time() + 0.2, time.time())
+    assert proc.wait(timeout=30) == 0
+    assert (rundir / "stdout.txt").read_text() == f"{os.SCHED_OTHER}\n"
