@@ -30,6 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 DRIVELAB = str(Path(sys.executable).parent / "drivelab")
 #: client host counts; DRIVELAB_SKEW_SIZES=8,16 measures only those
 SIZES = tuple(int(n) for n in os.environ.get("DRIVELAB_SKEW_SIZES", "2,4,8,16,32").split(","))
+#: DRIVELAB_SKEW_PLAIN=0 leaves out the plain Ansible async comparison
+PLAIN = os.environ.get("DRIVELAB_SKEW_PLAIN", "1") != "0"
 REPEATS = 2
 
 
@@ -52,7 +54,7 @@ def main() -> None:
                 pgbench=runner.PgbenchOptions(clients_per_host=2, threads=1, duration=5),
             )  # fmt: skip
             runner.prepare_database(cell)
-            for synchronized in (True, False):
+            for synchronized in (True, False) if PLAIN else (True,):
                 skews, launches, connects, leads = [], [], [], []
                 for rep in range(REPEATS):
                     started = time.monotonic()
@@ -102,7 +104,7 @@ def main() -> None:
         "after the instant the last launch came (the wrapper sleeps to the instant; late "
         "beyond a millisecond or two means the hand-over missed it).",
         "",
-        f"Start lead: {launch_lead()} (playbooks/pgbench.yml).",
+        f"Start lead: {launch_lead()} (roles/pgbench_run).",
         "",
         "| client hosts | launch | launch skew ms | connections up, ms apart "
         "| first transactions, ms apart | lead ms | handed over ms | late ms |",
