@@ -40,6 +40,7 @@ from collector import playbook
 from collector.ansible_plugins.filter.drivelab import pid_start
 from collector.errors import DrivelabError
 from collector.paths import REPO
+from collector.scenario.inventory import host_vars
 
 ROLE = REPO / "roles" / "drivelab"
 UTILS_PATH = ROLE / "module_utils" / "drivelab_lease.py"
@@ -75,17 +76,6 @@ class Settings:
     @property
     def renew_every(self) -> float:
         return self.ttl / 6
-
-
-def host_vars(inventory: dict, host: str) -> dict[str, Any]:
-    """The inventory file's variables of ``host`` (all's, then its groups', then its own)."""
-    groups = inventory["all"].get("children", {})
-    hv: dict[str, Any] = dict(inventory["all"].get("vars") or {})
-    for g in groups.values():
-        if host in (g.get("hosts") or {}):
-            hv.update(g.get("vars") or {})
-            hv.update((g.get("hosts") or {})[host] or {})
-    return hv
 
 
 def settings(inventory: dict, host: str) -> Settings:

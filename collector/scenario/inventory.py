@@ -153,17 +153,23 @@ def prometheus_url(inventory: dict) -> str:
     return "http://" + str(hv.get("prometheus_server_listen", "127.0.0.1:9490"))
 
 
-def ssh_settings(inventory: dict, host: str) -> dict[str, Any] | None:
-    """How Ansible reaches ``host`` (from the inventory file's vars): address, port,
-    user, key file, and the known_hosts file its ssh args name. None: no key or no
-    known_hosts file named (the live view needs both; host keys are never trusted
-    blindly)."""
+def host_vars(inventory: dict, host: str) -> dict[str, Any]:
+    """The inventory file's variables of ``host`` (all's, then its groups', then its own)."""
     groups = inventory["all"].get("children", {})
     hv: dict[str, Any] = dict(inventory["all"].get("vars") or {})
     for g in groups.values():
         if host in (g.get("hosts") or {}):
             hv.update(g.get("vars") or {})
             hv.update((g.get("hosts") or {})[host] or {})
+    return hv
+
+
+def ssh_settings(inventory: dict, host: str) -> dict[str, Any] | None:
+    """How Ansible reaches ``host`` (from the inventory file's vars): address, port,
+    user, key file, and the known_hosts file its ssh args name. None: no key or no
+    known_hosts file named (the live view needs both; host keys are never trusted
+    blindly)."""
+    hv = host_vars(inventory, host)
     args = str(hv.get("ansible_ssh_common_args", "")) + " " + str(hv.get("ansible_ssh_args", ""))
     known = re.search(r"UserKnownHostsFile=(\S+)", args)
     key = hv.get("ansible_ssh_private_key_file")
