@@ -19,6 +19,8 @@ import sys
 import termios
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,21 @@ def drivelab(*args: str, check: bool = True, quiet: bool = True) -> float:
     started = time.monotonic()
     subprocess.run([DRIVELAB, *args], cwd=REPO, check=check, capture_output=quiet)
     return time.monotonic() - started
+
+
+@contextmanager
+def environ(changes: dict[str, str]) -> Iterator[None]:
+    """os.environ with ``changes`` for the block, then as it was (unset stays unset)."""
+    saved = {k: os.environ.get(k) for k in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def write_scenario(folder: Path, doc: dict[str, Any]) -> Path:

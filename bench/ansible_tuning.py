@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _labrun import REPO, drivelab
+from _labrun import REPO, drivelab, environ
 from _report import machine_note, update_section
 
 CLIENTS = 8
@@ -52,18 +52,10 @@ VARIANTS: dict[str, dict[str, str]] = {
 def timed_provision(env: dict[str, str]) -> tuple[float, int]:
     from collector import runner  # noqa: PLC0415
 
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environ(env):
         started = time.monotonic()
         result = runner.provision()
         seconds = time.monotonic() - started
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return seconds, sum(host.get("changed", 0) for host in result.recap.values())
 
 

@@ -40,7 +40,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _labrun import REPO, drivelab, pgbench_span, write_scenario
+from _labrun import REPO, drivelab, environ, pgbench_span, write_scenario
 
 HOSTS = 2
 DRIVES = ("nvme", "ssd")
@@ -79,16 +79,8 @@ def inner(scenario_path: str, timings: str) -> int:
     }
 
     def profiled_playbook(*args, **kwargs):
-        saved = {k: os.environ.get(k) for k in profiled}
-        os.environ.update(profiled)
-        try:
+        with environ(profiled):
             return run_playbook(*args, **kwargs)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
 
     def timed(kind, fn, name_of):
         def wrapper(*args, **kwargs):

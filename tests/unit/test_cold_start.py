@@ -4,21 +4,14 @@ the exit codes it lets pass, and what it refuses to touch."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-MODULE = Path(__file__).resolve().parents[2] / "roles/pgbench_run/library/drivelab_cold_start.py"
+from tests.unit.hostcode import library_module
 
 
 @pytest.fixture(scope="module")
 def cold():
-    spec = importlib.util.spec_from_file_location("drivelab_cold_start", MODULE)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return library_module("pgbench_run", "drivelab_cold_start")
 
 
 def test_steps_in_order_for_every_client_database(cold):

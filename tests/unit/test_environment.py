@@ -5,7 +5,6 @@ flattening, and what differs between two sides (tests/data/environment/README.md
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,6 +18,7 @@ from collector.errors import DrivelabError
 from collector.report import html, load
 from collector.store import Store
 from tests.conftest import DATA
+from tests.unit.hostcode import library_module
 from tests.unit.test_gather import make_run, two
 
 ENV = DATA / "environment"
@@ -34,11 +34,7 @@ def captured(name: str) -> dict:
 @pytest.fixture(scope="module")
 def host_module():
     """The module's file as Ansible ships it (its parsers are plain functions)."""
-    spec = importlib.util.spec_from_file_location("drivelab_environment", MODULE)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return library_module("pgbench_run", "drivelab_environment")
 
 
 # --------------------------------------------------------------------------- the host side
