@@ -563,7 +563,7 @@ class CellSearch:
 
     def stored(self) -> list[ratesearch.Observation]:
         """The steps of this search in the store, in the order they were run: per step
-        cell its complete run, else its last attempt."""
+        cell and repetition (1: a confirmation) its complete run, else its last attempt."""
         out: list[tuple[int, ratesearch.Observation]] = []
         if not self.scenario_run.opts.db.exists():
             return []
@@ -578,23 +578,27 @@ class CellSearch:
                 total = per_host * self.hosts
                 if step_cell(self.cell, total).spec.key != spec.key:
                     continue
-                runs = [r for r in store.runs(cid) if r.repetition == 0]
-                if not runs:
-                    continue
-                done = [r for r in runs if r.status.value == "complete"]
-                run = (done or runs)[-1]
-                facts = {f.key: f.value for f in store.facts(sid, run_id=run.id)}
-                obs = ratesearch.observation(
-                    total, facts.get("latency_window"), complete=bool(done), reason=run.reason
-                )
-                out.append((min(r.id for r in runs), obs))
+                # repetition 0: the step; 1: the step run again to confirm its break
+                for rep in (0, 1):
+                    runs = [r for r in store.runs(cid) if r.repetition == rep]
+                    if not runs:
+                        continue
+                    done = [r for r in runs if r.status.value == "complete"]
+                    run = (done or runs)[-1]
+                    facts = {f.key: f.value for f in store.facts(sid, run_id=run.id)}
+                    obs = ratesearch.observation(
+                        total, facts.get("latency_window"), complete=bool(done), reason=run.reason
+                    )
+                    out.append((min(r.id for r in runs), obs))
         return [o for _, o in sorted(out, key=lambda x: x[0])]
 
     def run_step(self, decision: ratesearch.Decision, number: int) -> None:
-        """One step: the cell at ``decision.rate``, with the base cell's database facts."""
+        """One step: the cell at ``decision.rate``, with the base cell's database facts;
+        a confirmation (the rate run again) is the step cell's repetition 1."""
         total = decision.rate
         assert total is not None  # noqa: S101  (a step has a rate)
         step = step_cell(self.cell, total)
+        rep = 1 if decision.why == "confirm" else 0
         src, dst = self.cell.cell_dir() / DB_DIR, step.cell_dir() / DB_DIR
         if dst.exists():
             shutil.rmtree(dst)
@@ -605,14 +609,14 @@ class CellSearch:
             f" {total}/s total (-R {total // self.hosts} per host)"
         )
         with Store.open(self.scenario_run.opts.db) as store:
-            before = len(store.attempts(step.scenario, step.spec).get(0, []))
+            before = len(store.attempts(step.scenario, step.spec).get(rep, []))
         planned = replace(self.planned, cell=step)
         retries = self.planned.retries
         for retry in range(retries + 1):
             last = retry == retries
             # warm: no cold start (docs/scenarios.md: a step's p99 is steady-state latency)
             if self.scenario_run.run_one(
-                planned, 0, head, [], attempt=before + retry + 1, last=last, cold_start=False
+                planned, rep, head, [], attempt=before + retry + 1, last=last, cold_start=False
             ):
                 break
 
@@ -640,7 +644,7 @@ class CellSearch:
             decision = ratesearch.next_step(spec, observed)
         result = decision.result
         assert result is not None  # noqa: S101  (no rate: the result)
-        self.scenario_run.progress.done += max(spec.steps - len(result.steps), 0)
+        self.scenario_run.progress.done += max(spec.steps - result.runs, 0)
         self.store_result(result)
         console.print(f"{self.head}: {result.text}", highlight=False, soft_wrap=True)
         return result

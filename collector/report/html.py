@@ -444,7 +444,8 @@ def _search_section(view: ScenarioView) -> list[str]:
             "-" if d.get("sustained_rate") is None else f"{d['sustained_rate']}/s",
             "-" if d.get("holds_at") is None else str(d["holds_at"]),
             "-" if d.get("breaks_at") is None else str(d["breaks_at"]),
-            f"{len(d.get('steps') or [])} of {d.get('max_steps')}", str(d.get("status")),
+            f"{d.get('runs', len(d.get('steps') or []))} of {d.get('max_steps')}",
+            str(d.get("status")),
         ]
         for d in found
     ]  # fmt: skip
@@ -454,7 +455,8 @@ def _search_section(view: ScenarioView) -> list[str]:
         steps = [
             [str(i), f"{s.get('rate')}/s", f"{s.get('rate_per_host', '-')}/s", fmt_ms(
                 None if s.get("p99_ms") is None else s["p99_ms"] / 1e3),
-             "holds" if s.get("holds") else "breaks", str(s.get("why"))]
+             ("holds" if s.get("holds") else "breaks")
+             + (f" ({s['runs']} runs)" if s.get("runs", 1) > 1 else ""), str(s.get("why"))]
             for i, s in enumerate(d.get("steps") or [], start=1)
         ]  # fmt: skip
         line = f"{d.get('drive')} {d.get('test')}: {d.get('text')}"
