@@ -18,12 +18,14 @@ The rules (docs/scenarios.md, "Searching the sustained rate"):
 * The bracket: ``holds_at``, the highest rate that holds below ``breaks_at``, the
   lowest rate that breaks. A rate that holds above a lower one that broke (noise near
   the edge) does not move the bracket: the lowest break wins, and the result says so.
-* Confirming the break: before a bracket is reported, its top is run a second time
-  when it broke only once (``why`` "confirm"). The noise of a short run near the edge
-  is one-sided (an fsync stall, a neighbour on the CPU only add latency), so a rate
-  that held in any of its runs holds; one that broke and then held is named in the
-  result as noisy, and the search goes on above it. On the lab one 8 s step at 72/s
-  broke at p99 696 ms where 84/s then held at 126 ms.
+* Confirming a break: the top of a bracket (the lowest break, above a rate that held)
+  that broke once, by its p99 alone (complete, the rate sustained), is run again at
+  once, before the search builds on it (``why`` "confirm"). The noise of a short step is
+  one-sided (an fsync stall, a checkpoint, a neighbour on the CPU only add latency), so
+  a rate that held in any of its runs holds; one that broke and then held is named in
+  the result as noisy, and the search goes on above it. A break by a growing lag or an
+  incomplete run is believed at once. On the lab one 8 s step at 72/s broke at p99
+  696 ms where 84/s then held at 126 ms; in another search 56/s broke and then held.
 * Finding a bracket: the first step runs ``low`` (default :data:`DEFAULT_LOW`); while
   nothing broke, the next is ``high`` when given and not run yet, else twice the
   highest hold; while nothing held, half the lowest break, down to one transaction per
@@ -33,8 +35,9 @@ The rules (docs/scenarios.md, "Searching the sustained rate"):
 * Stopping: the bracket is narrow, ``holds_at >= breaks_at x (1 - within_pct / 100)``
   (default 10 %: the sustained rate reported is within 10 % of the rate that broke, so
   it is at most 10 % under the drive's true edge, which lies between them), or the
-  bracket cannot be split at a whole rate per host (either: once its top broke twice),
-  or ``steps`` runs were made (a confirmation is a step)
+  bracket cannot be split at a whole rate per host (either: with its top confirmed when
+  it broke by its p99), or ``steps`` runs were made (a confirmation is a step; the
+  status is then still "converged" if the bracket is narrow)
   (default :data:`DEFAULT_STEPS`, at most :data:`MAX_STEPS`), or the lowest rate
   breaks, or the highest rate drivelab allows holds.
 
@@ -172,11 +175,13 @@ class Step:
     p99_ms: float | None
     #: how many times the rate was run (2: a break confirmed, or one that then held)
     runs: int = 1
+    #: it broke, every time by its p99 alone (complete, the rate sustained)
+    p99_only: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
             "rate": self.rate, "holds": self.holds, "why": self.why, "p99_ms": self.p99_ms,
-            "runs": self.runs,
+            "runs": self.runs, "p99_only": self.p99_only,
         }  # fmt: skip
 
 
@@ -293,7 +298,10 @@ def judge(spec: SearchSpec, observations: Iterable[Observation]) -> list[Step]:
             if other is not obs:
                 said = "also held" if other_holds else "broke once" if holds else "also broke"
                 why += f"; {said}: {other_why}"
-        out.append(Step(rate, holds, why, obs.p99_ms, runs=len(seen)))
+        p99_only = not holds and all(
+            o.complete and o.sustained is not False and o.p99_ms is not None for o in seen
+        )
+        out.append(Step(rate, holds, why, obs.p99_ms, runs=len(seen), p99_only=p99_only))
     return out
 
 
@@ -308,12 +316,15 @@ def next_step(spec: SearchSpec, observations: Iterable[Observation]) -> Decision
     noisy = tuple(sorted(s.rate for s in steps if s.holds and breaks_at and s.rate > breaks_at))
     status, nxt = _bracket_next(spec, holds_at, breaks_at)
     top = next((s for s in steps if s.rate == breaks_at), None)
-    if nxt is None and status == CONVERGED and top is not None and top.runs < 2:
-        nxt = Decision(breaks_at, why="confirm")  # a single break is not reported as one
+    if holds_at is not None and top is not None and top.runs < 2 and top.p99_only:
+        # the top of the bracket broke once, by its p99 alone: run it again before the
+        # search builds on it (the noise of a short step is one-sided)
+        nxt = Decision(top.rate, why="confirm")
     if nxt is not None and len(observations) >= spec.steps:
         nxt = None
         if holds_at is not None and breaks_at is not None:
-            status = STEPS_EXHAUSTED
+            narrow = _bisect(spec, holds_at, breaks_at) is None
+            status = CONVERGED if narrow else STEPS_EXHAUSTED
         else:
             status = NO_BREAK if holds_at is not None else NO_HOLD
     if nxt is not None:

@@ -296,7 +296,7 @@ SEARCH = """\
     workload:
       scale: [5]
       duration: 8
-      target: {p99_ms: 200, low: 20, high: 160, steps: 8, within_pct: 25}
+      target: {p99_ms: 200, low: 20, high: 160, steps: 10, within_pct: 25}
     hosts: [2]
 """
 
@@ -307,11 +307,11 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     """hdd7200 (120 IOPS) with its WAL on the drive (placement cluster): 20/s in all holds
     at p99 well under 200 ms, 200/s does not (tests/data/txlog-rate: p99 36 to 61 ms, and
     3.6 s with the lag growing), so 200 ms tells them apart with room for the fsync
-    outliers of a short run. The search brackets the edge to within 25 % in at most 8
-    steps of -T 8, the bracket's top broken twice (a CI run once had 72/s break at p99
-    696 ms between 56 and 94, and 84/s then held: a single break is run again before it
-    is reported); then a real run at 1.5 times the sustained rate, on the same
-    database, breaks the target."""
+    outliers of a short run. The search brackets the edge to within 25 % in at most 10
+    steps of -T 8, the bracket's top broken twice if it broke by its p99 alone (CI runs
+    had 72/s break at p99 696 ms between 56 and 94, with 84/s then holding, and 56/s
+    break and later hold: such a break is run again at once); then a real run at 1.5
+    times the sustained rate, on the same database, breaks the target."""
     from collector import ratesearch as rs  # noqa: PLC0415
     from collector import runner  # noqa: PLC0415
     from collector import scenario as sc  # noqa: PLC0415
@@ -341,7 +341,7 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     print(f"rate search: {doc['text']} in {searched_s:.0f} s;"
           f" steps {[(s['rate'], round(s['p99_ms'] or -1, 1), s['holds']) for s in steps]}")  # fmt: skip
     assert doc["status"] == rs.CONVERGED, doc["text"]
-    assert 2 <= len(steps) < doc["runs"] <= 8
+    assert 2 <= len(steps) <= doc["runs"] <= 10
     held, broke = doc["holds_at"], doc["breaks_at"]
     assert held is not None and broke is not None and held < broke
     assert held >= broke * 0.75  # within 25 %
@@ -349,8 +349,10 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     # bracket's top broke, each as stored with its own run
     by_rate = {s["rate"]: s for s in steps}
     assert by_rate[held]["holds"] and by_rate[held]["p99_ms"] <= 200
-    assert not by_rate[broke]["holds"] and by_rate[broke]["runs"] == 2
-    assert doc["break_confirmed"] and f"breaks at {broke} twice" in doc["text"]
+    top = by_rate[broke]
+    assert not top["holds"] and top["runs"] == (2 if top["p99_only"] else 1)
+    assert doc["break_confirmed"] is top["p99_only"]
+    assert (f"breaks at {broke} twice" in doc["text"]) is top["p99_only"]
     assert len(windows) == len(steps)  # one cell per rate searched
     assert sorted(p.name for p in (results / "runs" / "rate-search").iterdir()) == sorted(
         ["hdd7200-ext4-cluster-s5-h2-tpcb"]
