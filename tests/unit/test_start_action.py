@@ -151,7 +151,7 @@ def test_a_session_is_ssh_with_the_hosts_settings_and_its_values_as_arguments():
     hv = {"ansible_host": "10.0.0.5", "ansible_port": 2222, "ansible_user": "drivelab",
           "ansible_ssh_private_key_file": "/k/id", "ansible_ssh_common_args":
           "-o UserKnownHostsFile=/k/known_hosts -o StrictHostKeyChecking=yes"}  # fmt: skip
-    argv = drivelab_start.session_argv(hv, fifo, 120, become=True)
+    argv = drivelab_start.session_argv("c1", hv, fifo, 120, become=True)
     assert argv[:-2] == [
         "ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20",
         "-o", "UserKnownHostsFile=/k/known_hosts", "-o", "StrictHostKeyChecking=yes",
@@ -161,7 +161,11 @@ def test_a_session_is_ssh_with_the_hosts_settings_and_its_values_as_arguments():
     remote = shlex.split(argv[-1])  # as the remote shell parses it
     assert remote == ["sudo", "-n", "sh", "-c", drivelab_start.SESSION_SH, "drivelab-start",
                       fifo, "120"]  # fmt: skip
-    root = drivelab_start.session_argv(dict(hv, ansible_user="root"), fifo, 120, become=True)
+    root = drivelab_start.session_argv("c1", dict(hv, ansible_user="root"), fifo, 120, become=True)
     assert shlex.split(root[-1])[0] == "sh"
-    local = drivelab_start.session_argv({"ansible_connection": "local"}, fifo, 5, become=False)
+    # no ansible_host: the inventory name
+    assert drivelab_start.session_argv("c1", {}, fifo, 5, become=False)[-2] == "c1"
+    local = drivelab_start.session_argv(
+        "c1", {"ansible_connection": "local"}, fifo, 5, become=False
+    )
     assert local == ["sh", "-c", drivelab_start.SESSION_SH, "drivelab-start", fifo, "5"]

@@ -86,7 +86,7 @@ class Session:
         self.proc.wait()
 
 
-def session_argv(hv, fifo: str, timeout: int, become: bool) -> list[str]:
+def session_argv(host: str, hv, fifo: str, timeout: int, become: bool) -> list[str]:
     """How to open one client's session, from its inventory variables ``hv``."""
     script = ["sh", "-c", SESSION_SH, "drivelab-start", fifo, str(timeout)]
     if str(hv.get("ansible_connection", "ssh")) == "local":
@@ -101,7 +101,7 @@ def session_argv(hv, fifo: str, timeout: int, become: bool) -> list[str]:
     if key_file:
         argv += ["-i", os.path.expanduser(str(key_file))]
     argv += ["-p", str(hv.get("ansible_port") or hv.get("ansible_ssh_port") or 22), "-l", user]
-    return [*argv, str(hv.get("ansible_host") or hv.get("inventory_hostname")), shlex.join(script)]
+    return [*argv, str(hv.get("ansible_host") or host), shlex.join(script)]
 
 
 class ActionModule(ActionBase):
@@ -119,7 +119,7 @@ class ActionModule(ActionBase):
             for host, fifo in args["fifos"].items():
                 hv = hostvars[host]
                 become = bool(hv.get("ansible_become", self._play_context.become))
-                argv = session_argv(hv, str(fifo), args["arm_timeout"], become)
+                argv = session_argv(host, hv, str(fifo), args["arm_timeout"], become)
                 try:
                     sessions[host] = Session(host, argv)
                 except OSError as exc:
