@@ -113,6 +113,9 @@ def test_every_armed_client_gets_the_same_instant_and_starts_no_earlier(tmp_path
     assert start["left_out"] == {} and start["clients"] == ["client1", "client2", "client3"]
     assert start["start_at"] - start["chosen_at"] == pytest.approx(0.3, abs=0.001)
     assert start["sent_s"] <= 0.3, "handed over after the instant it names"
+    # back to Ansible only after the instant: the next task's workers do not compete
+    # with the clients' wake-up
+    assert start["returned_at"] >= start["start_at"]
     assert sorted(records) == ["client1", "client2", "client3"]
     for name, rec in records.items():
         assert rec["rc"] == 0, (name, rec)
