@@ -55,7 +55,7 @@ def main() -> None:
             )  # fmt: skip
             runner.prepare_database(cell)
             for synchronized in (True, False) if PLAIN else (True,):
-                skews, launches, connects, leads = [], [], [], []
+                skews, launches, connects, leads, rts = [], [], [], [], []
                 for rep in range(REPEATS):
                     started = time.monotonic()
                     run_dir = runner.run_pgbench(
@@ -68,6 +68,8 @@ def main() -> None:
                     facts = dict(gather_run(run_dir).run.facts)
                     skews.append(facts["start_skew_s"] * 1000)
                     launches.append(facts["launch_skew_s"] * 1000)
+                    woke = facts.get("wake_realtime") or {}
+                    rts.append(f"{sum(woke.values())}/{n}" if woke else "-")
                     spread = facts.get("connect_spread_s")
                     connects.append(float("nan") if spread is None else spread * 1000)
                     leads.append(
@@ -82,9 +84,9 @@ def main() -> None:
                         f" ms apart, first transactions {skews[-1]:7.1f} ms apart, "
                         f"{time.monotonic() - started:.1f} s; lead {leads[-1][0]:.0f} ms, "
                         f"handed over in {leads[-1][1]:.0f} ms, last launch "
-                        f"{leads[-1][2]:.1f} ms after the instant"
+                        f"{leads[-1][2]:.1f} ms after the instant; woke real-time {rts[-1]}"
                     )
-                rows.append((n, synchronized, skews, launches, connects, leads))
+                rows.append((n, synchronized, skews, launches, connects, leads, rts))
     finally:
         subprocess.run([DRIVELAB, "lab", "down"], cwd=REPO, check=False, capture_output=True)
 
@@ -102,15 +104,16 @@ def main() -> None:
         "Lead: how far ahead the start instant was chosen once every client was armed; "
         "handed over: how long the instant took to reach the last client; late: how long "
         "after the instant the last launch came (the wrapper sleeps to the instant; late "
-        "beyond a millisecond or two means the hand-over missed it).",
+        "beyond a millisecond or two means the hand-over missed it); real-time: how many "
+        "wrappers woke in the real-time class (where the host allows it).",
         "",
         f"Start lead: {launch_lead()} (roles/pgbench_run).",
         "",
         "| client hosts | launch | launch skew ms | connections up, ms apart "
-        "| first transactions, ms apart | lead ms | handed over ms | late ms |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| first transactions, ms apart | lead ms | handed over ms | late ms | real-time |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for n, synchronized, skews, launches, connects, leads in rows:
+    for n, synchronized, skews, launches, connects, leads, rts in rows:
         mode = "two-phase start" if synchronized else "plain Ansible async"
 
         def col(values, digits=1):
@@ -119,7 +122,7 @@ def main() -> None:
         body.append(
             f"| {n} | {mode} | {col(launches)} | {col(connects)} | {col(skews)} "
             f"| {col([lead[0] for lead in leads], 0)} | {col([lead[1] for lead in leads], 0)} "
-            f"| {col([lead[2] for lead in leads])} |"
+            f"| {col([lead[2] for lead in leads])} | {', '.join(rts)} |"
         )
     update_section("skew", "\n".join(body))
 

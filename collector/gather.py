@@ -485,6 +485,12 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
             if launched and chosen is not None and meta.start_at
             else None
         ),
+        # per client: whether its wrapper woke in the real-time class (None: older wrapper)
+        "wake_realtime": {
+            c.result.client: c.command["realtime"]
+            for c in clients
+            if isinstance(c.command.get("realtime"), bool)
+        },
         "series_source": {c.result.client: c.start_source for c in clients},
         "commands": {
             c.result.client: c.command["argv"]

@@ -825,12 +825,14 @@ def test_the_two_phase_start_stores_its_lead_and_the_handover(tmp_path, capsys):
     handing it over took, and how late after the instant the last launch came; the
     report prints the lead beside the launch spread, and names a late client's launch."""
 
-    def two_phase(run_dir, go, launched):
+    def two_phase(run_dir, go, launched, realtime=None):
         for host, go_at in go.items():
             path = run_dir / host / "command.json"
             doc = json.loads(path.read_text())
             doc.update(chosen_at=START_AT - 0.6, armed_at=START_AT - 0.9, go_at=go_at)
             doc["launched_at"] = launched[host]
+            if realtime is not None:
+                doc["realtime"] = realtime[host]
             path.write_text(json.dumps(doc))
         return gather.gather_run(run_dir)
 
@@ -839,8 +841,10 @@ def test_the_two_phase_start_stores_its_lead_and_the_handover(tmp_path, capsys):
         on_time,
         {"client1": START_AT - 0.55, "client2": START_AT - 0.52},
         {"client1": START_AT + 0.0004, "client2": START_AT + 0.0011},
+        realtime={"client1": True, "client2": False},
     )
     facts = g.run.facts
+    assert facts["wake_realtime"] == {"client1": True, "client2": False}
     assert facts["start_lead_s"] == pytest.approx(0.6, abs=1e-6)
     assert facts["handover_s"] == pytest.approx(0.08, abs=1e-6)
     assert facts["launch_late_s"] == pytest.approx(0.0011, abs=1e-6)
@@ -854,6 +858,7 @@ def test_the_two_phase_start_stores_its_lead_and_the_handover(tmp_path, capsys):
     ).run.facts
     assert facts["handover_s"] == pytest.approx(0.8, abs=1e-6)
     assert facts["launch_late_s"] == pytest.approx(0.2005, abs=1e-6)
+    assert facts["wake_realtime"] == {}  # an older wrapper: not recorded
 
     db = tmp_path / "store.db"
     with Store.open(db) as store:

@@ -120,3 +120,11 @@ def test_pgbench_itself_runs_in_the_normal_scheduling_class(tmp_path):
     hand_over(fifo, time.time() + 0.2, time.time())
     assert proc.wait(timeout=30) == 0
     assert (rundir / "stdout.txt").read_text() == f"{os.SCHED_OTHER}\n"
+    # whether the wake-up itself got the real-time class is recorded: as a process here
+    # can get it or not
+    allowed = subprocess.run(
+        [sys.executable, "-c", "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))"],
+        capture_output=True, check=False,
+    ).returncode == 0  # fmt: skip
+    record = json.loads((rundir / "command.json").read_text())
+    assert record["realtime"] is allowed

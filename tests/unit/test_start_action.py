@@ -1,0 +1,174 @@
+"""The second phase of the synchronized start (roles/pgbench_run/action_plugins/
+drivelab_start.py) through a real ansible-playbook: real start-at wrappers armed on
+their named pipes, one session per client (a local shell here; the lab runs the ssh
+sessions on every pgbench run), the instant handed to all at once. A client that never
+arms is left out, named, and fails alone; the others start."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+WRAPPER = REPO / "roles" / "pgbench_client" / "files" / "pgbench-at"
+ACTIONS = REPO / "roles" / "pgbench_run" / "action_plugins"
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+
+sys.path.insert(0, str(ACTIONS))
+import drivelab_start  # noqa: E402
+
+#: the role's two phases (tasks/run.yml) with a stand-in for pgbench: launch armed, the
+#: pipe each client arms on, the action, a client left out failing alone, the wait
+PLAY = """
+- name: Two-phase start
+  hosts: clients
+  gather_facts: false
+  tasks:
+    - name: Launch the wrapper
+      ansible.builtin.command:
+        argv: "{{ [python, wrapper, '--go', go, '--arm-timeout', '30', '--dir', rundir, '--',
+                  '/bin/sh', '-c', 'echo started'] }}"
+      async: 60
+      poll: 0
+      register: job
+      when: inventory_hostname not in never_armed
+    - name: Where it arms
+      ansible.builtin.set_fact:
+        go_at: "{{ go }}"
+    - name: Hand the start instant over
+      drivelab_start:
+        fifos: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'go_at'))) }}"
+        lead: 0.3
+        arm_timeout: "{{ arm_timeout }}"
+      delegate_to: localhost
+      run_once: true
+      register: start
+    - name: Left out
+      ansible.builtin.fail:
+        msg: "not started: {{ start.left_out[inventory_hostname] }}"
+      when: inventory_hostname in start.left_out
+    - name: Wait
+      ansible.builtin.async_status:
+        jid: "{{ job.ansible_job_id }}"
+      register: done
+      until: done.finished
+      retries: 60
+      delay: 0.2
+    - name: Keep the result
+      ansible.builtin.copy:
+        content: "{{ start | to_json }}"
+        dest: "{{ base }}/start.json"
+        mode: "0600"
+      delegate_to: localhost
+      run_once: true
+"""
+
+
+def play(tmp_path: Path, clients: int, never_armed=(), arm_timeout: int = 30):
+    base = tmp_path / "lab"
+    hosts = {
+        f"client{i}": {
+            "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+            "rundir": str(base / f"client{i}"), "go": str(base / f"client{i}" / ".go"),
+        }
+        for i in range(1, clients + 1)
+    }  # fmt: skip
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(yaml.safe_dump({"all": {
+        "vars": {"python": sys.executable, "wrapper": str(WRAPPER), "base": str(base),
+                 "never_armed": list(never_armed), "arm_timeout": arm_timeout},
+        "children": {"clients": {"hosts": hosts}}}}))  # fmt: skip
+    book = tmp_path / "play.yml"
+    book.write_text(PLAY)
+    for h in hosts.values():
+        Path(h["rundir"]).mkdir(parents=True)
+    env = dict(
+        os.environ, ANSIBLE_ACTION_PLUGINS=str(ACTIONS), ANSIBLE_CONFIG=str(REPO / "ansible.cfg")
+    )
+    proc = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inv), str(book)], capture_output=True, text=True,
+        env=env, cwd=REPO, timeout=300, check=False,
+    )  # fmt: skip
+    start = (
+        json.loads((base / "start.json").read_text()) if (base / "start.json").exists() else None
+    )
+    records = {
+        name: json.loads((Path(h["rundir"]) / "command.json").read_text())
+        for name, h in hosts.items()
+        if (Path(h["rundir"]) / "command.json").exists()
+    }
+    return proc, start, records
+
+
+def test_every_armed_client_gets_the_same_instant_and_starts_no_earlier(tmp_path):
+    proc, start, records = play(tmp_path, 3)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert start["left_out"] == {} and start["clients"] == ["client1", "client2", "client3"]
+    assert start["start_at"] - start["chosen_at"] == pytest.approx(0.3, abs=0.001)
+    assert start["sent_s"] <= 0.3, "handed over after the instant it names"
+    # back to Ansible only after the instant: the next task's workers do not compete
+    # with the clients' wake-up
+    assert start["returned_at"] >= start["start_at"]
+    assert sorted(records) == ["client1", "client2", "client3"]
+    for name, rec in records.items():
+        assert rec["rc"] == 0, (name, rec)
+        assert rec["start_at"] == pytest.approx(start["start_at"]), name
+        assert rec["chosen_at"] == pytest.approx(start["chosen_at"], abs=1e-5), name
+        # armed before the choice, handed the line after it, started at or after it
+        assert rec["armed_at"] <= start["chosen_at"] <= rec["go_at"] <= rec["start_at"], name
+        assert rec["launched_at"] >= rec["start_at"], name
+        assert (tmp_path / "lab" / name / "stdout.txt").read_text() == "started\n"
+        assert not (tmp_path / "lab" / name / ".go").exists(), "the pipe is removed"
+
+
+def test_a_client_that_never_arms_is_left_out_and_named_and_the_others_start(tmp_path):
+    proc, start, records = play(tmp_path, 3, never_armed=["client2"], arm_timeout=2)
+    assert proc.returncode == 2, proc.stdout[-3000:]  # a host failed
+    go = tmp_path / "lab" / "client2" / ".go"
+    why = f"no named pipe {go} after 2 s: the wrapper did not arm"
+    assert start["left_out"] == {"client2": why}
+    assert start["clients"] == ["client1", "client3"]
+    assert f"not started: {why}" in proc.stdout
+    assert "client2" not in records
+    assert [records[c]["rc"] for c in ("client1", "client3")] == [0, 0]
+
+
+def test_no_client_armed_fails_the_task_naming_each(tmp_path):
+    proc, start, records = play(tmp_path, 2, never_armed=["client1", "client2"], arm_timeout=1)
+    assert proc.returncode == 2 and start is None and records == {}
+    assert "no client armed: client1: no named pipe " in proc.stdout
+
+
+def test_a_session_is_ssh_with_the_hosts_settings_and_its_values_as_arguments():
+    """The script is a constant; the pipe path (whatever it holds) and the timeout reach
+    it as arguments, quoted once for the remote shell by shlex.join; sudo -n when the
+    host becomes root as another user."""
+    fifo = "/var/lib/drivelab-client/c1/runs/x y;$(reboot)/.go"
+    hv = {"ansible_host": "10.0.0.5", "ansible_port": 2222, "ansible_user": "drivelab",
+          "ansible_ssh_private_key_file": "/k/id", "ansible_ssh_common_args":
+          "-o UserKnownHostsFile=/k/known_hosts -o StrictHostKeyChecking=yes"}  # fmt: skip
+    argv = drivelab_start.session_argv("c1", hv, fifo, 120, become=True)
+    assert argv[:-2] == [
+        "ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20",
+        "-o", "UserKnownHostsFile=/k/known_hosts", "-o", "StrictHostKeyChecking=yes",
+        "-i", "/k/id", "-p", "2222", "-l", "drivelab",
+    ]  # fmt: skip
+    assert argv[-2] == "10.0.0.5"
+    remote = shlex.split(argv[-1])  # as the remote shell parses it
+    assert remote == ["sudo", "-n", "sh", "-c", drivelab_start.SESSION_SH, "drivelab-start",
+                      fifo, "120"]  # fmt: skip
+    root = drivelab_start.session_argv("c1", dict(hv, ansible_user="root"), fifo, 120, become=True)
+    assert shlex.split(root[-1])[0] == "sh"
+    # no ansible_host: the inventory name
+    assert drivelab_start.session_argv("c1", {}, fifo, 5, become=False)[-2] == "c1"
+    local = drivelab_start.session_argv(
+        "c1", {"ansible_connection": "local"}, fifo, 5, become=False
+    )
+    assert local == ["sh", "-c", drivelab_start.SESSION_SH, "drivelab-start", fifo, "5"]
