@@ -115,9 +115,10 @@ def visible(role: str, kind: str, suffix: str = ".py") -> set[str]:
 
 @pytest.mark.parametrize("role", sorted(p.name for p in ROLES.iterdir()), ids=str)
 def test_a_role_calls_only_modules_it_sees(role):
-    """A role's library/ is on Ansible's module path once the role is loaded, and a role
-    loads its dependencies first; ansible.cfg adds none of the roles' modules for them."""
-    modules = visible(role, "library")
+    """A role's library/ (modules) and action_plugins/ (actions run on the controller,
+    e.g. pgbench_run's drivelab_start) are on Ansible's paths once the role is loaded, and
+    a role loads its dependencies first; ansible.cfg adds none of them for the roles."""
+    modules = visible(role, "library") | visible(role, "action_plugins")
     used = set()
     for path in [*(ROLES / role).glob("tasks/*.yml"), *(ROLES / role).glob("handlers/*.yml")]:
         for task in tasks(yaml.safe_load(path.read_text()) or []):
