@@ -128,3 +128,15 @@ def test_pgbench_itself_runs_in_the_normal_scheduling_class(tmp_path):
     ).returncode == 0  # fmt: skip
     record = json.loads((rundir / "command.json").read_text())
     assert record["realtime"] is allowed
+
+
+def test_a_command_that_cannot_be_run_is_recorded_as_not_started(tmp_path):
+    """pgbench is exec'd by a process forked ahead of the instant: when the exec fails,
+    the wrapper says why, records it and ends with rc 127, as a shell would."""
+    proc = start(tmp_path / "run", "--at", "0", command=(str(tmp_path / "no-such-pgbench"),))
+    _, err = proc.communicate(timeout=30)
+    record = json.loads((tmp_path / "run" / "command.json").read_text())
+    assert proc.returncode == 127 and record["rc"] == 127
+    what = f"pgbench not started: {tmp_path / 'no-such-pgbench'}: No such file or directory"
+    assert record["error"] == what and what in err
+    assert record["launched_at"] >= record["start_at"]
