@@ -33,8 +33,8 @@ PLAY = """
   tasks:
     - name: Launch the wrapper
       ansible.builtin.command:
-        argv: "{{ [python, wrapper, '--go', go, '--arm-timeout', '30', '--dir', rundir, '--',
-                  '/bin/sh', '-c', 'echo started'] }}"
+        argv: "{{ [python, wrapper, '--go', go, '--arm-timeout', '30', '--dir', rundir, '--']
+                  + command }}"
       async: 60
       poll: 0
       register: job
@@ -47,6 +47,10 @@ PLAY = """
         fifos: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'go_at'))) }}"
         lead: 0.3
         arm_timeout: "{{ arm_timeout }}"
+        run_dirs: "{{ run_dirs }}"
+        duration: "{{ duration }}"
+        fetch_to: "{{ fetch_to }}"
+        end_grace: "{{ end_grace }}"
       delegate_to: localhost
       run_once: true
       register: start
@@ -71,7 +75,14 @@ PLAY = """
 """
 
 
-def play(tmp_path: Path, clients: int, never_armed=(), arm_timeout: int = 30):
+def play(
+    tmp_path: Path, clients: int, never_armed=(), arm_timeout: int = 30, *,
+    command=("/bin/sh", "-c", "echo started"), duration: int = 0, fetch: bool = False,
+    end_grace: float = 10,
+):  # fmt: skip
+    """The play on ``clients`` local hosts; with ``fetch``, the sessions bring each
+    client's run folder back into tmp_path/fetched/<client>/ after a run of
+    ``duration`` seconds."""
     base = tmp_path / "lab"
     hosts = {
         f"client{i}": {
@@ -83,7 +94,10 @@ def play(tmp_path: Path, clients: int, never_armed=(), arm_timeout: int = 30):
     inv = tmp_path / "hosts.yml"
     inv.write_text(yaml.safe_dump({"all": {
         "vars": {"python": sys.executable, "wrapper": str(WRAPPER), "base": str(base),
-                 "never_armed": list(never_armed), "arm_timeout": arm_timeout},
+                 "never_armed": list(never_armed), "arm_timeout": arm_timeout,
+                 "command": list(command), "duration": duration, "end_grace": end_grace,
+                 "fetch_to": str(tmp_path / "fetched") if fetch else "",
+                 "run_dirs": {n: h["rundir"] for n, h in hosts.items()} if fetch else {}},
         "children": {"clients": {"hosts": hosts}}}}))  # fmt: skip
     book = tmp_path / "play.yml"
     book.write_text(PLAY)
@@ -154,16 +168,19 @@ def test_a_session_is_ssh_with_the_hosts_settings_and_its_values_as_arguments():
     hv = {"ansible_host": "10.0.0.5", "ansible_port": 2222, "ansible_user": "drivelab",
           "ansible_ssh_private_key_file": "/k/id", "ansible_ssh_common_args":
           "-o UserKnownHostsFile=/k/known_hosts -o StrictHostKeyChecking=yes"}  # fmt: skip
-    argv = drivelab_start.session_argv("c1", hv, fifo, 120, become=True)
+    argv = drivelab_start.session_argv(
+        "c1", hv, fifo, 120, become=True, run_dir="/var/lib/x/runs/ab", polls=200
+    )
     assert argv[:-2] == [
         "ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20",
         "-o", "UserKnownHostsFile=/k/known_hosts", "-o", "StrictHostKeyChecking=yes",
+        "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
         "-i", "/k/id", "-p", "2222", "-l", "drivelab",
     ]  # fmt: skip
     assert argv[-2] == "10.0.0.5"
     remote = shlex.split(argv[-1])  # as the remote shell parses it
     assert remote == ["sudo", "-n", "sh", "-c", drivelab_start.SESSION_SH, "drivelab-start",
-                      fifo, "120"]  # fmt: skip
+                      fifo, "120", "/var/lib/x/runs/ab", "200"]  # fmt: skip
     root = drivelab_start.session_argv("c1", dict(hv, ansible_user="root"), fifo, 120, become=True)
     assert shlex.split(root[-1])[0] == "sh"
     # no ansible_host: the inventory name
@@ -171,4 +188,40 @@ def test_a_session_is_ssh_with_the_hosts_settings_and_its_values_as_arguments():
     local = drivelab_start.session_argv(
         "c1", {"ansible_connection": "local"}, fifo, 5, become=False
     )
-    assert local == ["sh", "-c", drivelab_start.SESSION_SH, "drivelab-start", fifo, "5"]
+    assert local == ["sh", "-c", drivelab_start.SESSION_SH, "drivelab-start", fifo, "5", "", "0"]
+
+
+def test_the_sessions_bring_the_outputs_back_as_soon_as_the_run_ends(tmp_path):
+    """With run folders and a duration, the same sessions stay open through the run: at
+    its planned end each waits for its wrapper's command.json, sends the folder packed,
+    and removes it once the controller has unpacked it."""
+    command = ("/bin/sh", "-c", "sleep 1; echo started; echo said >&2")
+    proc, start, _ = play(tmp_path, 2, command=command, duration=1, fetch=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert start["fetched"] == ["client1", "client2"] and start["not_fetched"] == {}
+    # back within a fraction of a second of the planned end, not at the next whole second
+    assert 0 <= start["fetched_s"] < 1.0, start
+    for name in ("client1", "client2"):
+        got = tmp_path / "fetched" / name
+        record = json.loads((got / "command.json").read_text())
+        assert record["rc"] == 0 and record["start_at"] == pytest.approx(start["start_at"])
+        assert (got / "stdout.txt").read_text() == "started\n"
+        assert (got / "stderr.txt").read_text() == "said\n"
+        # removed on the client once fetched, archive and folder
+        assert not (tmp_path / "lab" / name).exists(), "run folder left on the client"
+        assert not (tmp_path / "lab" / f"{name}.tar.gz").exists()
+
+
+def test_a_run_that_does_not_end_in_time_is_left_to_ansibles_own_fetch(tmp_path):
+    """A client whose wrapper has not ended end_grace seconds after the planned end is
+    named in not_fetched and its run folder stays for the fetch entry point; the others
+    are brought back."""
+    command = ("/bin/sh", "-c", 'case "$(/bin/pwd)" in */client2) sleep 4;; esac; echo started')
+    proc, start, records = play(tmp_path, 2, command=command, duration=1, fetch=True, end_grace=0.5)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert start["fetched"] == ["client1"]
+    assert start["not_fetched"] == {"client2": "the wrapper did not end"}
+    assert (tmp_path / "fetched" / "client1" / "stdout.txt").read_text() == "started\n"
+    assert not (tmp_path / "fetched" / "client2").exists()
+    # client2's folder is still there, its run complete (Ansible waited for it)
+    assert records["client2"]["rc"] == 0 and "client1" not in records

@@ -17,13 +17,25 @@ seconds, is left out and named in ``left_out`` (its reason); the others get the 
 as a host that fails a task is left out of the rest of a play. The task itself fails
 only when no client is left.
 
-It returns only 0.2 s after the instant: Ansible's next task forks a worker per client,
-CPU the clients would wake and connect on where they share the controller's cores.
+With ``run_dirs`` (a run of ``duration`` seconds), the sessions stay open through the
+run and bring the outputs back: at the run's planned end the action tells each session,
+which waits for its wrapper's ``command.json`` (written last, when pgbench has ended),
+packs the run folder, sends its size and the archive, and removes the folder once the
+action says it unpacked it into ``fetch_to``/<host>/. That replaces a sleep to the end
+rounded up to a whole second, a poll per client every second, and four module runs per
+client (pack, fetch, unpack, remove). A client whose outputs do not arrive within
+``end_grace`` seconds of the planned end (its link cut, its wrapper killed) is named in
+``not_fetched`` and left to Ansible's own path (async_status, the ``fetch`` entry
+point), which reports it as it always did. Without ``run_dirs`` it returns 0.2 s after
+the instant: Ansible's next task forks a worker per client, CPU the clients would wake
+and connect on where they share the controller's cores.
 
 Returns ``chosen_at``, ``start_at`` and ``returned_at`` (epoch seconds), ``lead_s``,
 ``armed_s`` (from this action's start until every client was armed), ``sent_s`` (from
 the choice until every client had written the line into its pipe), ``clients`` (those
-started) and ``left_out`` ({host: reason}).
+started), ``left_out`` ({host: reason}), and with ``run_dirs``: ``fetched`` (hosts whose
+outputs are in ``fetch_to``), ``not_fetched`` ({host: reason}) and ``fetched_s`` (from
+the planned end until the last outputs were unpacked).
 """
 
 from __future__ import annotations
@@ -36,15 +48,28 @@ import time
 
 from ansible.plugins.action import ActionBase
 
-#: runs on each client: $1 the pipe, $2 seconds to wait for it. Constant: no value is
-#: ever put into it, they come as arguments.
+#: runs on each client: $1 the pipe, $2 seconds to wait for it, $3 the run folder to
+#: bring back after the run ("": none), $4 how many 50 ms polls to wait for its end after
+#: the controller said the run's planned end came. Constant: no value is ever put into
+#: it, they come as arguments.
 SESSION_SH = r"""
 timeout "$2" sh -c 'until test -p "$0"; do sleep 0.02; done' "$1" || {
     echo "no named pipe $1 after $2 s: the wrapper did not arm" >&2; exit 3; }
 echo armed
 IFS= read -r line || { echo "the session ended before the instant came" >&2; exit 4; }
 test -p "$1" || { echo "the named pipe $1 went away: the wrapper ended" >&2; exit 5; }
-printf '%s\n' "$line" > "$1" && echo sent
+printf '%s\n' "$line" > "$1" && echo sent || exit 6
+test -n "$3" || exit 0
+IFS= read -r line || exit 0
+n=0
+until test -e "$3/command.json"; do
+    n=$((n + 1)); test "$n" -le "$4" || { echo "the wrapper did not end" >&2; exit 7; }
+    sleep 0.05
+done
+tar -C "$3" -czf "$3.tar.gz" . || { echo "could not pack $3" >&2; exit 8; }
+echo "ended $(stat -c %s "$3.tar.gz")"
+cat "$3.tar.gz"
+IFS= read -r line && test "$line" = fetched && rm -rf -- "$3" "$3.tar.gz"
 """
 
 #: seconds after the instant this action still keeps the controller quiet (in the lab,
@@ -55,7 +80,14 @@ ARGUMENT_SPEC = {
     "fifos": {"type": "dict", "required": True},
     "lead": {"type": "float", "required": True},
     "arm_timeout": {"type": "int", "required": True},
+    "run_dirs": {"type": "dict", "default": {}},
+    "duration": {"type": "int", "default": 0},
+    "fetch_to": {"type": "str", "default": ""},
+    "end_grace": {"type": "float", "default": 10.0},
 }
+
+#: how the action unpacks a client's archive (as the ``fetch`` entry point does)
+UNPACK = ("tar", "--no-same-owner", "-xzf", "-", "-C")
 
 
 class Session:
@@ -71,6 +103,7 @@ class Session:
         self.armed = False
         self.sent = False
         self.why = ""
+        self.size: int | None = None  # of the archive, once the session said "ended"
 
     def ended(self) -> str:
         """Why the session ended: its last line on stderr, else its exit code."""
@@ -82,12 +115,37 @@ class Session:
         lines = [ln for ln in err.decode(errors="replace").splitlines() if ln.strip()]
         return lines[-1].strip() if lines else f"session exited {self.proc.returncode}"
 
-    def tell(self, line: str) -> None:
+    def tell(self, line: str, last: bool = True) -> None:
         try:
             self.proc.stdin.write(line.encode())
-            self.proc.stdin.close()
+            if last:
+                self.proc.stdin.close()
+            else:
+                self.proc.stdin.flush()
         except OSError as exc:  # the session died under us: said when it is read
             self.why = f"could not hand the line over: {exc}"
+
+    def archive(self, chunk: bytes) -> bytes | None:
+        """Fed what the session sent after the run's end ("ended SIZE", then SIZE bytes):
+        None while more is to come, the archive once whole, b"" if the session ended or
+        said something else first."""
+        self.said += chunk
+        if self.size is None and b"\n" in self.said:
+            head, self.said = self.said.split(b"\n", 1)
+            try:
+                self.size = int(head.removeprefix(b"ended "))
+            except ValueError:
+                return b""
+        if self.size is not None and len(self.said) >= self.size:
+            return self.said[: self.size] or b""
+        return b"" if not chunk else None
+
+    def finish(self, timeout: float = 10) -> None:
+        """Let the session end on its own (it removes the run folder), then stop it."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -95,9 +153,28 @@ class Session:
         self.proc.wait()
 
 
-def session_argv(host: str, hv, fifo: str, timeout: int, become: bool) -> list[str]:
+def unpack(archive: bytes, dest: str) -> str | None:
+    """The archive unpacked into ``dest`` (made if missing); why not, or None."""
+    try:
+        os.makedirs(dest, exist_ok=True)
+        done = subprocess.run(
+            [*UNPACK, dest], input=archive, capture_output=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"could not unpack its outputs: {exc}"
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines() or [
+            f"exit {done.returncode}"
+        ]
+        return f"could not unpack its outputs: {lines[-1]}"
+    return None
+
+
+def session_argv(
+    host: str, hv, fifo: str, timeout: int, become: bool, *, run_dir: str = "", polls: int = 0
+) -> list[str]:
     """How to open one client's session, from its inventory variables ``hv``."""
-    script = ["sh", "-c", SESSION_SH, "drivelab-start", fifo, str(timeout)]
+    script = ["sh", "-c", SESSION_SH, "drivelab-start", fifo, str(timeout), run_dir, str(polls)]
     if str(hv.get("ansible_connection", "ssh")) == "local":
         return script
     user = str(hv.get("ansible_user") or hv.get("ansible_ssh_user") or "root")
@@ -106,6 +183,9 @@ def session_argv(host: str, hv, fifo: str, timeout: int, become: bool) -> list[s
     argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20"]
     for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
         argv += shlex.split(str(hv.get(key) or ""))
+    # as Ansible's own connections (ansible.cfg): a session held through a run notices a
+    # client gone silent (the inventory's, given first, win)
+    argv += ["-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
     key_file = hv.get("ansible_ssh_private_key_file") or hv.get("ansible_private_key_file")
     if key_file:
         argv += ["-i", os.path.expanduser(str(key_file))]
@@ -121,14 +201,22 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         hostvars = task_vars["hostvars"]
+        fetching = bool(args["run_dirs"]) and args["duration"] > 0 and bool(args["fetch_to"])
+        polls = int(args["end_grace"] / 0.05)
         started = time.time()
         sessions: dict[str, Session] = {}
         left_out: dict[str, str] = {}
+        fetched: list[str] = []
+        not_fetched: dict[str, str] = {}
+        fetched_s = None
         try:
             for host, fifo in args["fifos"].items():
                 hv = hostvars[host]
                 become = bool(hv.get("ansible_become", self._play_context.become))
-                argv = session_argv(host, hv, str(fifo), args["arm_timeout"], become)
+                run_dir = str(args["run_dirs"].get(host, "")) if fetching else ""
+                argv = session_argv(
+                    host, hv, str(fifo), args["arm_timeout"], become, run_dir=run_dir, polls=polls
+                )
                 try:
                     sessions[host] = Session(host, argv)
                 except OSError as exc:
@@ -143,9 +231,15 @@ class ActionModule(ActionBase):
             start_at = round(chosen + args["lead"], 3)
             line = f"{start_at:.3f} {chosen:.6f}\n"
             for s in sessions.values():
-                s.tell(line)
+                s.tell(line, last=not fetching)
             self._wait(sessions, "sent", time.time() + 30, left_out)
             sent_s = time.time() - chosen
+            if fetching:
+                planned_end = start_at + args["duration"]
+                time.sleep(max(0.0, planned_end - time.time()))
+                deadline = planned_end + args["end_grace"] + 5
+                fetched, not_fetched = self._fetch(sessions, args["fetch_to"], deadline)
+                fetched_s = round(time.time() - planned_end, 3)
         finally:
             for s in sessions.values():
                 s.stop()
@@ -156,9 +250,51 @@ class ActionModule(ActionBase):
             changed=True, chosen_at=chosen, start_at=start_at, lead_s=args["lead"],
             returned_at=time.time(),
             armed_s=round(armed_s, 3), sent_s=round(sent_s, 3), left_out=left_out,
-            clients=sorted(sessions),
+            clients=sorted(sessions), fetched=sorted(fetched), not_fetched=not_fetched,
+            fetched_s=fetched_s,
         )  # fmt: skip
         return result
+
+    @staticmethod
+    def _fetch(sessions: dict[str, Session], fetch_to: str, deadline: float):
+        """Tell every session the run's planned end came; read back each one's archive
+        ("ended SIZE", then SIZE bytes), unpack it into ``fetch_to``/<host>/ and tell the
+        session it may remove the run folder. Returns (fetched hosts, {host: why not})."""
+        fetched: list[str] = []
+        not_fetched: dict[str, str] = {}
+        for s in sessions.values():
+            s.said = b""
+            s.tell("end\n", last=False)
+        waiting = dict(sessions)
+        with selectors.DefaultSelector() as sel:
+            for s in waiting.values():
+                sel.register(s.proc.stdout, selectors.EVENT_READ, s)
+            while waiting:
+                left = deadline - time.time()
+                if left <= 0:
+                    for host, s in waiting.items():
+                        not_fetched[host] = s.why or "its outputs did not come in time"
+                        s.stop()
+                    break
+                for key, _ in sel.select(left):
+                    s = key.data
+                    archive = s.archive(os.read(s.proc.stdout.fileno(), 1 << 16))
+                    if archive is None:
+                        continue
+                    why = unpack(archive, os.path.join(fetch_to, s.host)) if archive else None
+                    if archive and not why:
+                        fetched.append(s.host)
+                        s.tell("fetched\n")
+                        s.finish()
+                    elif archive:
+                        not_fetched[s.host] = why
+                        s.tell("kept\n")  # the folder stays for Ansible's own fetch
+                        s.finish()
+                    else:
+                        not_fetched[s.host] = s.why or s.ended()
+                    sel.unregister(s.proc.stdout)
+                    del waiting[s.host]
+        return fetched, not_fetched
 
     @staticmethod
     def _wait(sessions: dict[str, Session], word: str, deadline: float, left_out) -> None:
