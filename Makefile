@@ -89,6 +89,7 @@ bench: setup
 	$(BIN)/python bench/client_scale.py
 	$(BIN)/python bench/fidelity.py
 	$(BIN)/python bench/demo_timing.py
+	$(BIN)/python bench/ci_timing.py
 	$(BIN)/python bench/lab_kinds.py
 	$(BIN)/python bench/controller_trixie.py
 
