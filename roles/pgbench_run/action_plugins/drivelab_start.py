@@ -20,10 +20,13 @@ only when no client is left.
 With ``run_dirs`` (a run of ``duration`` seconds), the sessions stay open through the
 run and bring the outputs back: at the run's planned end the action tells each session,
 which waits for its wrapper's ``command.json`` (written last, when pgbench has ended),
-packs the run folder, sends its size and the archive, and removes the folder once the
-action says it unpacked it into ``fetch_to``/<host>/. That replaces a sleep to the end
-rounded up to a whole second, a poll per client every second, and four module runs per
-client (pack, fetch, unpack, remove). A client whose outputs do not arrive within
+packs the run folder and sends the archive's size and the archive, which the action
+unpacks into ``fetch_to``/<host>/. That replaces a sleep to the end rounded up to a
+whole second, a poll per client every second, and three of the four module runs per
+client of the ``fetch`` entry point (pack, fetch, unpack); its removal of the run
+folder stays, a little later: the live view's follower ends when it has read the
+wrapper's ``rc.txt``, which it polls every 0.2 s, and it would miss it in a folder
+removed at once. A client whose outputs do not arrive within
 ``end_grace`` seconds of the planned end (its link cut, its wrapper killed) is named in
 ``not_fetched`` and left to Ansible's own path (async_status, the ``fetch`` entry
 point), which reports it as it always did. Without ``run_dirs`` it returns 0.2 s after
@@ -68,8 +71,7 @@ until test -e "$3/command.json"; do
 done
 tar -C "$3" -czf "$3.tar.gz" . || { echo "could not pack $3" >&2; exit 8; }
 echo "ended $(stat -c %s "$3.tar.gz")"
-cat "$3.tar.gz"
-IFS= read -r line && test "$line" = fetched && rm -rf -- "$3" "$3.tar.gz"
+exec cat "$3.tar.gz"
 """
 
 #: seconds after the instant this action still keeps the controller quiet (in the lab,
@@ -141,7 +143,7 @@ class Session:
         return b"" if not chunk else None
 
     def finish(self, timeout: float = 10) -> None:
-        """Let the session end on its own (it removes the run folder), then stop it."""
+        """Let the session end on its own, or stop it."""
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -258,8 +260,8 @@ class ActionModule(ActionBase):
     @staticmethod
     def _fetch(sessions: dict[str, Session], fetch_to: str, deadline: float):
         """Tell every session the run's planned end came; read back each one's archive
-        ("ended SIZE", then SIZE bytes), unpack it into ``fetch_to``/<host>/ and tell the
-        session it may remove the run folder. Returns (fetched hosts, {host: why not})."""
+        ("ended SIZE", then SIZE bytes) and unpack it into ``fetch_to``/<host>/. Returns
+        (fetched hosts, {host: why not})."""
         fetched: list[str] = []
         not_fetched: dict[str, str] = {}
         for s in sessions.values():
@@ -284,14 +286,9 @@ class ActionModule(ActionBase):
                     why = unpack(archive, os.path.join(fetch_to, s.host)) if archive else None
                     if archive and not why:
                         fetched.append(s.host)
-                        s.tell("fetched\n")
-                        s.finish()
-                    elif archive:
-                        not_fetched[s.host] = why
-                        s.tell("kept\n")  # the folder stays for Ansible's own fetch
-                        s.finish()
                     else:
-                        not_fetched[s.host] = s.why or s.ended()
+                        not_fetched[s.host] = why or s.why or s.ended()
+                    s.finish()
                     sel.unregister(s.proc.stdout)
                     del waiting[s.host]
         return fetched, not_fetched
