@@ -72,3 +72,20 @@ def test_only_drivelabs_own_clusters_are_restarted(cold, cluster, ok):
 )  # fmt: skip
 def test_only_drivelabs_client_databases_are_vacuumed(cold, db, ok):
     assert bool(cold.DATABASE.match(db)) is ok
+
+
+def test_under_systemd_the_start_after_the_drop_does_not_wait_for_pg_ctlclusters_sleeps(cold):
+    """Under systemd the start that follows the page-cache drop starts the cluster's unit
+    without waiting for it (Debian's pg_ctlcluster in it sleeps 2 s however soon the
+    server is up) and waits for the server itself; the start of a server that may have
+    died, and the stop, stay pg_ctlcluster's."""
+    steps = {
+        n: what for n, what, _ in cold.steps("17", "drivelab_nvme", 5440, ["drivelab_c1"], True)
+    }
+    start = steps["start"]
+    assert start.func is cold.start_unit
+    assert start.args == ("postgresql@17-drivelab_nvme", "17", 5440)
+    assert steps["start if down"] == ["pg_ctlcluster", "17", "drivelab_nvme", "start"]
+    assert steps["stop"] == ["pg_ctlcluster", "17", "drivelab_nvme", "stop", "--mode=fast"]
+    plain = {n: what for n, what, _ in cold.steps("17", "drivelab_nvme", 5440, ["drivelab_c1"])}
+    assert plain["start"] == ["pg_ctlcluster", "17", "drivelab_nvme", "start"]
