@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.hostcode import library_module
+from tests.unit.hostcode import library_module, module_util
+
+
+def pgstart():
+    return module_util("drivelab", "drivelab_pgstart")
 
 
 @pytest.fixture(scope="module")
 def cold():
+    pgstart()  # the module imports it from ansible.module_utils
     return library_module("pgbench_run", "drivelab_cold_start")
 
 
@@ -74,18 +79,29 @@ def test_only_drivelabs_client_databases_are_vacuumed(cold, db, ok):
     assert bool(cold.DATABASE.match(db)) is ok
 
 
-def test_under_systemd_the_start_after_the_drop_does_not_wait_for_pg_ctlclusters_sleeps(cold):
-    """Under systemd the start that follows the page-cache drop starts the cluster's unit
-    without waiting for it (Debian's pg_ctlcluster in it sleeps 2 s however soon the
-    server is up) and waits for the server itself; the start of a server that may have
-    died, and the stop, stay pg_ctlcluster's."""
-    steps = {
-        n: what for n, what, _ in cold.steps("17", "drivelab_nvme", 5440, ["drivelab_c1"], True)
-    }
-    start = steps["start"]
-    assert start.func is cold.start_unit
-    assert start.args == ("postgresql@17-drivelab_nvme", "17", 5440)
-    assert steps["start if down"] == ["pg_ctlcluster", "17", "drivelab_nvme", "start"]
-    assert steps["stop"] == ["pg_ctlcluster", "17", "drivelab_nvme", "stop", "--mode=fast"]
-    plain = {n: what for n, what, _ in cold.steps("17", "drivelab_nvme", 5440, ["drivelab_c1"])}
-    assert plain["start"] == ["pg_ctlcluster", "17", "drivelab_nvme", "start"]
+def test_the_start_after_the_drop_does_not_wait_for_pg_ctlclusters_sleeps(cold):
+    """The start that follows the page-cache drop, under systemd or not, is
+    drivelab_pgstart's: it starts the cluster (its unit, or pg_ctlcluster) without
+    waiting for pg_ctlcluster's 2 s of sleeps and waits for the server itself; the start
+    of a server that may have died, and the stop, stay pg_ctlcluster's."""
+    for systemd in (True, False):
+        steps = {
+            n: what
+            for n, what, _ in cold.steps("17", "drivelab_nvme", 5440, ["drivelab_c1"], systemd)
+        }
+        start = steps["start"]
+        assert start.func is pgstart().start
+        assert start.args == ("17", "drivelab_nvme", 5440, systemd)
+        assert steps["start if down"] == ["pg_ctlcluster", "17", "drivelab_nvme", "start"]
+        assert steps["stop"] == ["pg_ctlcluster", "17", "drivelab_nvme", "stop", "--mode=fast"]
+
+
+def test_a_start_that_fails_ends_at_once_with_pg_ctlclusters_own_line():
+    """Without systemd a pg_ctlcluster that exits non-zero ends the wait at once, with
+    its last line (the real one, for a cluster that does not exist), not with the
+    timeout's "not accepting connections"."""
+    rc, _out, err = pgstart().start("15", "drivelab_notacluster", 5999, False, timeout=30)
+    assert rc != 0
+    last = err.strip().splitlines()[-1]
+    assert "drivelab_notacluster" in last
+    assert "does not exist" in last

@@ -18,7 +18,7 @@ from collector.errors import DrivelabError
 from collector.report import html, load
 from collector.store import Store
 from tests.conftest import DATA
-from tests.unit.hostcode import library_module
+from tests.unit.hostcode import library_module, module_util
 from tests.unit.test_gather import make_run, two
 
 ENV = DATA / "environment"
@@ -34,6 +34,7 @@ def captured(name: str) -> dict:
 @pytest.fixture(scope="module")
 def host_module():
     """The module's file as Ansible ships it (its parsers are plain functions)."""
+    module_util("drivelab", "drivelab_memory")  # it imports it from ansible.module_utils
     return library_module("pgbench_run", "drivelab_environment")
 
 

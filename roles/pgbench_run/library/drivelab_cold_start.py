@@ -11,9 +11,10 @@ drive that alone spread the clients' first transactions by 100-500 ms).
 
 A server that died (killed, crashed) is started first and recovers, so the next run
 starts from a clean server (pg_ctlcluster exit 2: "already running" / "not running").
-Under systemd the start after the page-cache drop starts the unit without waiting for
-it and waits for the server to accept connections itself: pg_ctlcluster, which the unit
-runs, sleeps 2 s however soon the server is up.
+The start after the page-cache drop does not wait for pg_ctlcluster (run by the
+host's systemd unit, or directly where there is no systemd), which sleeps 2 s however
+soon the server is up: it waits for the server to accept connections itself
+(module_utils drivelab_pgstart, role drivelab's, a dependency of this role).
 Only drivelab's own clusters and databases: anything else is refused, nothing touched.
 A step that fails ends the module with one line naming it; ``seconds`` says what each
 step took."""
@@ -23,10 +24,10 @@ from __future__ import annotations
 import functools
 import os
 import re
-import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.drivelab_pgstart import start as start_cluster
 
 DOCUMENTATION = r"""
 module: drivelab_cold_start
@@ -41,8 +42,6 @@ options:
 CLUSTER = re.compile(r"^drivelab(_[A-Za-z0-9_-]+)?$")
 DATABASE = re.compile(r"^drivelab_[^\s/]+$")
 VACUUM = ("VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history")
-#: seconds a started server may take to accept connections (crash recovery included)
-START_TIMEOUT_S = 600
 WARM = (
     "SELECT count(*) FROM pg_class",
     "SELECT count(*) FROM pgbench_branches",
@@ -59,16 +58,13 @@ def psql(port, db, commands, quiet=("-q",)):
 
 
 def steps(major, cluster, port, databases, systemd=False):
-    """(step, argv or callable, exit codes that are fine), in order. Under systemd the
-    start after the page-cache drop is :func:`start_unit`."""
+    """(step, argv or callable, exit codes that are fine), in order. The start after the
+    page-cache drop waits only until the server accepts connections (module_utils
+    drivelab_pgstart), under systemd or not."""
     ctl = ["pg_ctlcluster", major, cluster]
     out = [("start if down", [*ctl, "start"], (0, 2))]
     out += [(f"vacuum {db}", psql(port, db, VACUUM), (0,)) for db in databases]
-    start = (
-        functools.partial(start_unit, f"postgresql@{major}-{cluster}", major, port)
-        if systemd
-        else [*ctl, "start"]
-    )
+    start = functools.partial(start_cluster, major, cluster, port, systemd)
     out += [
         ("checkpoint", psql(port, "postgres", ("CHECKPOINT",)), (0,)),
         ("stop", [*ctl, "stop", "--mode=fast"], (0, 2)),
@@ -81,32 +77,6 @@ def steps(major, cluster, port, databases, systemd=False):
                    "-p", str(port), db]  # fmt: skip
         out.append((f"one transaction on {db}", pgbench, (0,)))
     return out
-
-
-def start_unit(unit, major, port, timeout=START_TIMEOUT_S):
-    """Start the cluster's systemd unit without waiting for it, then wait for the server
-    to accept connections (pg_isready every 50 ms). Debian's pg_ctlcluster, which the
-    unit runs, sleeps 0.5 s and then probes three times 0.5 s apart however soon the
-    server is up: 2 s of every repetition. The unit turns active a little later, on its
-    own. A unit that fails ends the wait at once (checked every second)."""
-    started = subprocess.run(
-        ["systemctl", "start", "--no-block", unit], capture_output=True, text=True, check=False
-    )
-    if started.returncode != 0:
-        return started.returncode, started.stdout, started.stderr
-    isready = [f"/usr/lib/postgresql/{major}/bin/pg_isready", "-q", "-p", str(port)]
-    deadline = time.monotonic() + timeout
-    next_check = time.monotonic() + 1
-    while time.monotonic() < deadline:
-        if subprocess.run(isready, capture_output=True, check=False).returncode == 0:
-            return 0, "", ""
-        if time.monotonic() >= next_check:
-            next_check += 1
-            failed = subprocess.run(["systemctl", "is-failed", "-q", unit], check=False)
-            if failed.returncode == 0:
-                return 1, "", f"{unit} failed (journalctl -u {unit})"
-        time.sleep(0.05)
-    return 1, "", f"not accepting connections {timeout} s after starting {unit}"
 
 
 def drop_caches():
