@@ -12,6 +12,7 @@ playbooks' outputs fetched into it) and :mod:`collector.gather` (which reads it)
                                  kernel, sysctls, CPU, memory, the storage under the data
         pg_server-before.json    the server's checkpoint, WAL and I/O views around the run
         pg_server-after.json     (and how reading the server log went)
+        cold_start.json          the seconds of each step of the cold start before the run
         pg_checkpoints.log       the server log's checkpoint lines of the run, if any
         <client>/                one folder per client host that answered:
             stdout.txt stderr.txt rc.txt command.json pgbench_log.<pid>[.<n>]

@@ -79,6 +79,7 @@ def measure(
     pg["last_run_id"] = runner.gather(run_dir)
     gathered = gather_run(run_dir)
     pg.setdefault("runs", {})[drive, placement, tuple(hosts)] = (pg["last_run_id"], gathered)
+    pg.setdefault("run_dirs", {})[drive, placement, tuple(hosts)] = run_dir
     return run_dir, gathered
 
 
@@ -205,6 +206,11 @@ def test_the_stored_run_carries_its_environment(pg):
     # the DB host's cgroup cap, as the database stage read it
     assert env["memory"]["limit_bytes"] == facts(gathered)["db_memory_bytes"], env["memory"]
     assert set(env["sysctl"]) >= {"vm.dirty_ratio", "vm.swappiness", "vm.dirty_bytes"}
+    # and the cold start before it, step by step
+    run_dir = pg["run_dirs"]["nvme", "tablespace", ()]
+    cold = json.loads((run_dir / "cold_start.json").read_text(encoding="utf-8"))["seconds"]
+    assert {"checkpoint", "stop", "drop the page cache", "start"} <= set(cold), cold
+    assert all(s >= 0 for s in cold.values()), cold
 
 
 def test_single_client_fidelity_to_pgbench_tps_line(pg):
