@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import socket
 import tempfile
@@ -32,7 +33,7 @@ from collector.cell import Cell, PgbenchOptions
 from collector.gather import record_run_dir
 from collector.paths import LOCAL_INVENTORY, REPO
 from collector.playbook import PlaybookResult, run_playbook
-from collector.runfolder import CLIENT_FILES, DB_DIR, RunMeta, rep_dir
+from collector.runfolder import CLIENT_FILES, DATABASE_JSON, DB_DIR, RunMeta, rep_dir
 from collector.store import Store
 
 __all__ = ["Cell", "PgbenchOptions"]  # the data of a cell, used with these stages
@@ -254,6 +255,11 @@ def run_pgbench(
         "pgbench_run_synchronized": synchronized,
         "pgbench_run_hosts": hosts,
     }
+    major = pg_major(run_dir / DB_DIR / DATABASE_JSON)
+    if major:
+        # the server's own, as the database stage read it: the DB host need not work it
+        # out again before every repetition (three tasks, about 1 s of each)
+        extra["drivelab_pg_major"] = major
     with live(run_dir, hosts) if live is not None else nullcontext():
         result = run_playbook(
             "pgbench.yml",
@@ -286,6 +292,20 @@ def run_pgbench(
         ),
     ).write(run_dir)
     return run_dir
+
+
+def pg_major(database_json: Path) -> str | None:
+    """The PostgreSQL major version ("15"; "9.6" before 10) of the server whose
+    ``database.json`` this is (its ``postgresql.version``, as the server reports it),
+    or None when the file or the figure is missing or unreadable."""
+    try:
+        version = json.loads(database_json.read_text(encoding="utf-8"))["postgresql"]["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    m = re.match(r"(\d+)(?:\.(\d+))?", version) if isinstance(version, str) else None
+    if not m:
+        return None
+    return m[1] if int(m[1]) >= 10 or m[2] is None else f"{m[1]}.{m[2]}"
 
 
 def run_meta(
