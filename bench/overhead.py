@@ -14,7 +14,10 @@ provisioning finds every host current and stops after reading their stamps.
   client's command.json), summed over the runs;
 - inside pgbench -i: per cell, the clients' init times (database.json, run fact
   ``db_init_seconds``) summed, as they run one after another;
-- ratio = wall / (pgbench + pgbench -i); overhead = ratio - 1. Target <= 15 %.
+- ratio = wall / (pgbench + pgbench -i); overhead = ratio - 1. Target <= 25 % (issue
+  #23; it was 15 %);
+- the fixed cost of one repetition: its pgbench stage (run.json) less the time inside
+  pgbench. Target <= 8 s.
 
 A breakdown by phase comes from `drivelab run`'s console lines (timestamped as they
 arrive) and run.json's ``started_at``/``ended_at``. Then `playbooks/provision.yml`
@@ -210,8 +213,15 @@ def report(
         line = (
             f"{label}: wall {wall:.1f} s, inside pgbench {pgbench:.1f} s, inside pgbench -i "
             f"{init:.1f} s: ratio {ratio:.3f}, overhead {(ratio - 1) * 100:.1f} % "
-            f"(target <= 15 %: {'met' if ratio <= 1.15 else 'missed'})"
+            f"(target <= 25 %: {'met' if ratio <= 1.25 else 'missed'})"
         )
+        outside = [r["stage"] - r["pgbench"] for r in rows]
+        if outside:
+            line += (
+                "; outside pgbench per repetition "
+                + ", ".join(f"{s:.1f}" for s in outside)
+                + f" s (target <= 8 s: {'met' if max(outside) <= 8 else 'missed'})"
+            )
         print("\n".join([*table, "", line, ""]))
         body += ["", f"**{line}**", "", *table]
     prov_line = (
