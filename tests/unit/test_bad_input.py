@@ -1275,7 +1275,13 @@ SHELL = {
     "script",
 }
 COMMAND = {"ansible.builtin.command", "command"}
-SQL = {"community.postgresql.postgresql_query", "community.postgresql.postgresql_script"}
+#: modules that run SQL, and the argument that holds it (drivelab's own read with psql)
+SQL = {
+    "community.postgresql.postgresql_query": "query",
+    "community.postgresql.postgresql_script": "query",
+    "drivelab_pg_snapshot": "sql",
+    "drivelab_environment": "snapshot_sql",
+}
 TASK_FILES = sorted(
     [
         *REPO.glob("roles/*/tasks/*.yml"),
@@ -1384,10 +1390,11 @@ def test_command_strings_interpolate_only_checked_names() -> None:
 
 def test_sql_interpolates_only_the_client_database_name() -> None:
     seen = set()
-    for where, name, args in found(SQL):
-        for expr in interpolated(args.get("query", "")):
-            assert expr in SQL_VARS, (where, name, expr)
-            seen.add(expr)
+    for module, key in SQL.items():
+        for where, name, args in found({module}):
+            for expr in interpolated(args.get(key, "")):
+                assert expr in SQL_VARS, (where, name, expr)
+                seen.add(expr)
     assert seen == set(SQL_VARS)
 
 

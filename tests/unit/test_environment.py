@@ -34,7 +34,8 @@ def captured(name: str) -> dict:
 @pytest.fixture(scope="module")
 def host_module():
     """The module's file as Ansible ships it (its parsers are plain functions)."""
-    module_util("drivelab", "drivelab_memory")  # it imports it from ansible.module_utils
+    module_util("drivelab", "drivelab_memory")  # it imports them from ansible.module_utils
+    module_util("drivelab", "drivelab_psql")
     return library_module("pgbench_run", "drivelab_environment")
 
 

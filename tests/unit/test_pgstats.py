@@ -10,8 +10,6 @@ import io
 import json
 import re
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +23,6 @@ from tests.unit.test_gather import make_run, two
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests/data/pgstats"
-MODULE = ROOT / "roles/pgbench_run/library/pg_checkpoint_log.py"
 
 
 def server(version: int, when: str) -> dict:
@@ -39,7 +36,10 @@ def run_deltas(version: int) -> pgstats.ServerDeltas:
 
 
 def host_module():
-    spec = importlib.util.spec_from_file_location("pg_checkpoint_log", MODULE)
+    """roles/pgbench_run/module_utils/drivelab_checkpointlog.py, as the host has it (a
+    fresh copy each time: a test sets its BLOCK)."""
+    path = ROOT / "roles/pgbench_run/module_utils/drivelab_checkpointlog.py"
+    spec = importlib.util.spec_from_file_location("drivelab_checkpointlog", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -255,17 +255,6 @@ def test_the_host_reads_only_the_end_of_a_big_log():
     assert not reached and read <= 1000  # the caller says the span's start was not reached
 
 
-def _run_module(tmp_path, **args) -> dict:
-    """The module as Ansible runs it: a process, its arguments in a file."""
-    params = tmp_path / "args.json"
-    params.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    proc = subprocess.run(
-        [sys.executable, str(MODULE), str(params)], capture_output=True, text=True, check=False
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return json.loads(proc.stdout)
-
-
 @pytest.mark.parametrize(
     ("change", "lines", "problem"),
     [
@@ -279,15 +268,14 @@ def _run_module(tmp_path, **args) -> dict:
     ],
     ids=["read", "no such log", "no timestamp in the prefix", "no before snapshot", "bad zone"],
 )  # fmt: skip
-def test_a_log_the_module_cannot_read_is_a_problem_never_a_failure(
-    tmp_path, change, lines, problem
-):
+def test_a_log_the_module_cannot_read_is_a_problem_never_a_failure(change, lines, problem):
+    """What drivelab_pg_snapshot returns as ``log`` after the run (its module_utils)."""
     since, until = _span(15)
     args = {"since": since, "until": until, "major": "15", "cluster": "drivelab",
             "logfile": str(DATA / "15/postgresql.log"), "timezone": "UTC",
             "line_prefix": "%m [%p] %q%u@%d "}  # fmt: skip
-    out = _run_module(tmp_path, **{k: v for k, v in {**args, **change}.items() if v is not None})
-    assert len(out["lines"]) == lines and not out.get("failed")
+    out = host_module().checkpoint_lines(**{**args, **change})
+    assert len(out["lines"]) == lines
     assert (out["problem"] or "").startswith(problem or "") and bool(out["problem"]) == bool(
         problem
     )
@@ -307,25 +295,21 @@ def test_where_the_server_logs(logfile, data_directory, expected):
 
 
 def test_the_role_writes_a_snapshots_files_in_one_command(tmp_path):
-    """roles/pgbench_run's constant writer: JSON objects as to_nice_json wrote them (the
-    copy tasks it replaced), lines as text, each file whole (no .tmp left)."""
-    import yaml  # noqa: PLC0415
-
-    script = yaml.safe_load((ROOT / "roles/pgbench_run/vars/main.yml").read_text())[
-        "__pgbench_run_write_py"
-    ]
+    """roles/pgbench_run's writer on the controller (action drivelab_run_files): JSON
+    objects as to_nice_json wrote them (the copy tasks it replaced), lines as text, each
+    file whole (no .tmp left), nothing outside the folder."""
+    path = ROOT / "roles/pgbench_run/action_plugins/drivelab_run_files.py"
+    spec = importlib.util.spec_from_file_location("drivelab_run_files", path)
+    action = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(action)
     files = {
         "pg_stat-after.json": {"when": "after", "databases": []},
         "pg_server-after.json": {"when": "after", "server": server(15, "after")},
         "pg_checkpoints.log": ["line one", "line two"],
         "../escape.json": {"x": 1},
     }
-    subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path)],
-        input=json.dumps(files),
-        text=True,
-        check=True,
-    )
+    written = action.write_files(str(tmp_path), files)
+    assert written[-1] == str(tmp_path / "escape.json")
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "escape.json", "pg_checkpoints.log", "pg_server-after.json", "pg_stat-after.json"
     ]  # fmt: skip

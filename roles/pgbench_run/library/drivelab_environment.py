@@ -11,16 +11,18 @@ Given a cluster's ``port`` (and the client ``databases``), the same module run a
 reads PostgreSQL (psql as postgres: its version, the settings it was given, where the
 client databases live, which is then the path described) and the host's memory
 (module_utils drivelab_memory): three module runs on the path of every repetition
-were 0.8 s of it."""
+were 0.8 s of it. Given ``snapshot_sql`` (the role's snapshot query), it reads the
+server's counters before the run as well, last, in the same module run (module_utils
+drivelab_psql): a module run of its own cost 0.4-0.6 s on that path."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.drivelab_memory import memory
+from ansible.module_utils.drivelab_psql import PsqlError, json_row, json_value
 
 DOCUMENTATION = r"""
 module: drivelab_environment
@@ -41,6 +43,9 @@ options:
     description: folder of the server's Unix socket
     type: path
     default: /var/run/postgresql
+  snapshot_sql:
+    description: "with port: the role's snapshot query (one row), read last, returned as snapshot"
+    type: str
 """
 
 #: one JSON row: the version, the settings the server was given (not the defaults, not
@@ -368,13 +373,10 @@ def cpu():
 
 def postgresql(module, port, socket, databases):
     """What the cluster on ``port`` says of itself (PG_QUERY), as a dict."""
-    argv = ["runuser", "-u", "postgres", "--", "psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
-            "-h", socket, "-p", str(port), "-d", "postgres", "-v", "dbs=" + ",".join(databases),
-            "-f", "-"]  # fmt: skip
-    rc, out, err = module.run_command(argv, data=PG_QUERY, environ_update={"LC_ALL": "C"})
-    if rc != 0:
-        module.fail_json(msg=f"postgresql on port {port}: {oneline(err) or f'psql exit {rc}'}")
-    return json.loads(out)
+    try:
+        return json_value(module, port, socket, PG_QUERY, {"dbs": ",".join(databases)})
+    except PsqlError as err:
+        module.fail_json(msg=f"postgresql on port {port}: {oneline(str(err))}")
 
 
 def main():
@@ -384,8 +386,10 @@ def main():
             "port": {"type": "int"},
             "databases": {"type": "list", "elements": "str", "default": []},
             "socket": {"type": "path", "default": "/var/run/postgresql"},
+            "snapshot_sql": {"type": "str"},
         },
         required_one_of=[("path", "port")],
+        required_by={"snapshot_sql": ("port",)},
         supports_check_mode=True,
     )
     p = module.params
@@ -403,17 +407,19 @@ def main():
     if not os.path.exists(path):
         module.fail_json(msg=f"path: {path} does not exist on this host")
     uname = os.uname()
-    module.exit_json(
-        changed=False,
-        environment={
-            "kernel": {"release": uname.release, "version": uname.version},
-            "os": os_release(),
-            "sysctl": {k: number(read("/proc/sys/" + k.replace(".", "/"))) for k in SYSCTLS},
-            "cpu": cpu(),
-            "storage": storage(module, path),
-        },
-        **extra,
-    )
+    environment = {
+        "kernel": {"release": uname.release, "version": uname.version},
+        "os": os_release(),
+        "sysctl": {k: number(read("/proc/sys/" + k.replace(".", "/"))) for k in SYSCTLS},
+        "cpu": cpu(),
+        "storage": storage(module, path),
+    }
+    if p["snapshot_sql"]:  # last: as close to the clients' start as the module gets
+        try:
+            extra["snapshot"] = json_row(module, p["port"], p["socket"], p["snapshot_sql"])
+        except PsqlError as err:
+            module.fail_json(msg=f"snapshot of the server on port {p['port']}: {oneline(str(err))}")
+    module.exit_json(changed=False, environment=environment, **extra)
 
 
 if __name__ == "__main__":

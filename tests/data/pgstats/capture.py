@@ -35,7 +35,7 @@ def role_sql(major: int) -> str:
 
 def log_module():
     spec = importlib.util.spec_from_file_location(
-        "pg_checkpoint_log", ROLE / "library/pg_checkpoint_log.py"
+        "drivelab_checkpointlog", ROLE / "module_utils/drivelab_checkpointlog.py"
     )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -1,34 +1,17 @@
-#!/usr/bin/python
 """The server log's checkpoint lines of one run's time span, read from the end of the
 log backwards (never the whole file). Where the log is: the file the logging collector
 writes (pg_current_logfile(), relative to the data directory), else the file Debian's
 pg_ctlcluster hands to the server (the link /etc/postgresql/<major>/<cluster>/log, else
 /var/log/postgresql/postgresql-<major>-<cluster>.log), with or without systemd.
 
-Never fails for a log it cannot read: ``problem`` says why, and the run goes on."""
+Never fails for a log it cannot read: ``problem`` says why, and the run goes on (module
+drivelab_pg_snapshot, after the run)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
 import re
-
-from ansible.module_utils.basic import AnsibleModule
-
-DOCUMENTATION = r"""
-module: pg_checkpoint_log
-short_description: checkpoint lines of a PostgreSQL server log within a time span
-options:
-  since: {type: float, required: false, description: "epoch seconds: the span's start (the before snapshot)"}
-  until: {type: float, required: true, description: "epoch seconds: the span's end (the after snapshot)"}
-  major: {type: str, required: true, description: PostgreSQL major version of the cluster}
-  cluster: {type: str, required: true, description: Debian cluster name}
-  logfile: {type: str, required: false, description: "pg_current_logfile(), when the logging collector runs"}
-  data_directory: {type: str, required: false, description: the cluster's data directory}
-  timezone: {type: str, default: UTC, description: the server's log_timezone}
-  line_prefix: {type: str, required: false, description: "the server's log_line_prefix: it must start with %m or %t"}
-  max_bytes: {type: int, default: 16777216, description: read at most this much of the log's end}
-"""
 
 #: the log_line_prefix's %m at the start of a line: "2025-01-31 12:00:00.123 UTC"
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) (\S+) ")
@@ -124,50 +107,30 @@ def select(fh, since, until, zone, max_bytes=16 * 1024 * 1024):
     return list(reversed(found)), read, reached
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec={
-            "since": {"type": "float", "required": False},
-            "until": {"type": "float", "required": True},
-            "major": {"type": "str", "required": True},
-            "cluster": {"type": "str", "required": True},
-            "logfile": {"type": "str", "required": False},
-            "data_directory": {"type": "str", "required": False},
-            "timezone": {"type": "str", "default": "UTC"},
-            "line_prefix": {"type": "str", "required": False},
-            "max_bytes": {"type": "int", "default": 16 * 1024 * 1024},
-        },
-        supports_check_mode=True,
-    )
-    p = module.params
-    path = log_path(p["major"], p["cluster"], p["logfile"], p["data_directory"])
-    out = {"changed": False, "path": path, "lines": [], "bytes_read": 0, "problem": None}
-
-    def give_up(problem):
-        module.exit_json(**{**out, "problem": problem})
-
-    if p["since"] is None:
-        give_up("no before snapshot: the span's start is unknown")
-    if p["line_prefix"] is not None and not p["line_prefix"].startswith(("%m", "%t")):
-        give_up(
-            f"log_line_prefix {p['line_prefix']!r} does not start with a timestamp (%m)",
-        )
+def checkpoint_lines(major, cluster, since, until, *, logfile=None, data_directory=None,
+                     timezone="UTC", line_prefix=None, max_bytes=16 * 1024 * 1024):  # fmt: skip
+    """The checkpoint lines within [since, until] as a dict: ``path`` (the log read),
+    ``lines``, ``bytes_read`` and ``problem`` (None, or why the lines are missing or
+    may be incomplete)."""
+    path = log_path(major, cluster, logfile, data_directory)
+    out = {"path": path, "lines": [], "bytes_read": 0, "problem": None}
+    if since is None:
+        return {**out, "problem": "no before snapshot: the span's start is unknown"}
+    if line_prefix is not None and not line_prefix.startswith(("%m", "%t")):
+        problem = f"log_line_prefix {line_prefix!r} does not start with a timestamp (%m)"
+        return {**out, "problem": problem}
     try:
-        zone = zone_of(p["timezone"])
+        zone = zone_of(timezone)
     except Exception as err:  # any zone the host cannot place: a problem, not a failure
-        give_up(f"log_timezone {p['timezone']!r}: {err}")
+        return {**out, "problem": f"log_timezone {timezone!r}: {err}"}
     try:
         with open(path, "rb") as fh:
-            lines, read, reached = select(fh, p["since"], p["until"], zone, p["max_bytes"])
+            lines, read, reached = select(fh, since, until, zone, max_bytes)
     except OSError as err:
-        give_up(f"cannot read {path}: {err.strerror}")
+        return {**out, "problem": f"cannot read {path}: {err.strerror}"}
     out.update(lines=lines, bytes_read=read)
-    if not reached and read >= p["max_bytes"]:
+    if not reached and read >= max_bytes:
         out["problem"] = (
             f"only the last {read} bytes of {path} were read: the span's start is earlier"
         )
-    module.exit_json(**out)
-
-
-if __name__ == "__main__":
-    main()
+    return out
