@@ -384,12 +384,17 @@ def launch_lead() -> str:
     """The start lead as roles/pgbench_run chooses it (read from the role's defaults and
     its run tasks, so this text cannot drift from what ran)."""
     tasks = (REPO / "roles" / "pgbench_run" / "tasks" / "run.yml").read_text(encoding="utf-8")
-    if 'lead: "{{ pgbench_run_lead_seconds | float }}"' not in tasks:
+    lead = (
+        'lead: "{{ pgbench_run_lead_seconds | float'
+        ' + pgbench_run_lead_per_client | float * ansible_play_hosts | length }}"'
+    )
+    if lead not in tasks:
         raise SystemExit("roles/pgbench_run/tasks/run.yml: the start lead changed: update me")
     defaults = yaml.safe_load(
         (REPO / "roles" / "pgbench_run" / "defaults" / "main.yml").read_text(encoding="utf-8")
     )
     return (
-        f"{float(defaults['pgbench_run_lead_seconds']):g} s, counted from when every client is"
-        " armed (drivelab_start, one session per client)"
+        f"{float(defaults['pgbench_run_lead_seconds']):g} s +"
+        f" {float(defaults['pgbench_run_lead_per_client']) * 1000:g} ms per client host,"
+        " counted from when every client is armed (drivelab_start, one session per client)"
     )

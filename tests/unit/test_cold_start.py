@@ -31,10 +31,13 @@ def test_steps_in_order_for_every_client_database(cold):
         "drop the page cache",
         "start",
         "warm drivelab_client1",
-        "one transaction on drivelab_client1",
         "warm drivelab_client2",
+        "one transaction on drivelab_client1",
         "one transaction on drivelab_client2",
     ]
+    # a step per client database, those of a stage at once (vacuum, warm, one transaction)
+    stages = cold.stages("15", "drivelab_nvme", 5440, ["drivelab_client1", "drivelab_client2"])
+    assert [len(stage) for stage in stages] == [1, 2, 1, 1, 1, 1, 2, 2]
     argv = {name: what for name, what, _ in steps}
     assert argv["start if down"] == ["pg_ctlcluster", "15", "drivelab_nvme", "start"]
     assert argv["stop"] == ["pg_ctlcluster", "15", "drivelab_nvme", "stop", "--mode=fast"]
@@ -49,6 +52,30 @@ def test_steps_in_order_for_every_client_database(cold):
     assert argv["one transaction on drivelab_client1"][-7:] == [
         "-t", "1", "-c", "1", "-p", "5440", "drivelab_client1"
     ]  # fmt: skip
+
+
+def test_a_stages_steps_run_at_once_and_the_first_failure_is_named(cold, tmp_path):
+    """Each step of a stage waits for the other's file: they end only if they run at
+    once (each gives up after 10 s, and then fails). A failing step is named with its
+    last line of stderr; the others of its stage still ran to their end."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    wait_for = 'touch "$0"; timeout 10 sh -c \'until test -e "$0"; do sleep 0.01; done\' "$1"'
+    stage = [
+        ("one", ["sh", "-c", wait_for, str(a), str(b)], (0,)),
+        ("two", ["sh", "-c", wait_for, str(b), str(a)], (0,)),
+    ]
+    seconds = {}
+    assert cold.run_stage(stage, seconds) is None
+    assert set(seconds) == {"one", "two"}
+    failing = [
+        ("fine", ["true"], (0,)),
+        ("broken", ["sh", "-c", "echo first >&2; echo the reason >&2; exit 3"], (0,)),
+        ("also fine", ["sh", "-c", "exit 2"], (0, 2)),
+    ]
+    seconds = {}
+    name, rc, err = cold.run_stage(failing, seconds)
+    assert (name, rc, err.strip().splitlines()[-1]) == ("broken", 3, "the reason")
+    assert set(seconds) == {"fine", "broken", "also fine"}
 
 
 def test_only_a_dead_server_is_let_pass_and_only_where_it_is_recovered(cold):
