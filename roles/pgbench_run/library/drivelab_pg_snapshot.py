@@ -27,7 +27,7 @@ options:
   checkpoint_log: {type: bool, default: false, description: "also the log's checkpoint lines from since to this snapshot"}
   since: {type: float, required: false, description: "epoch seconds: the before snapshot's clock"}
   cluster: {type: str, required: false, description: "Debian cluster name (where pg_ctlcluster logs); with checkpoint_log"}
-  major: {type: str, required: false, description: "PostgreSQL major version; default: the server's own"}
+  major: {type: str, required: false, description: "PostgreSQL major version (9.6, 15: where pg_ctlcluster logs); with checkpoint_log"}
   max_bytes: {type: int, default: 16777216, description: read at most this much of the log's end}
 """
 
@@ -44,7 +44,7 @@ def main():
             "major": {"type": "str", "required": False},
             "max_bytes": {"type": "int", "default": 16 * 1024 * 1024},
         },
-        required_if=[("checkpoint_log", True, ("cluster",))],
+        required_if=[("checkpoint_log", True, ("cluster", "major"))],
         supports_check_mode=True,
     )
     p = module.params
@@ -55,9 +55,8 @@ def main():
     out = {"changed": False, "snapshot": snapshot}
     if p["checkpoint_log"]:
         server = snapshot["server"]
-        major = p["major"] or str(server["server_version_num"] // 10000)
         out["log"] = checkpoint_lines(
-            major,
+            p["major"],
             p["cluster"],
             p["since"],
             server["at"],
