@@ -72,13 +72,15 @@ lint: venv
 	@for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i localhost, $$p >/dev/null || exit 1; done; echo "syntax-check: playbooks OK"
 
 unit: venv
-	$(BIN)/pytest -m "not lab" tests
+	$(BIN)/pytest -n 2 -m "not lab" tests
 
 lab-test: setup
 	$(BIN)/pytest -m lab tests
 
+# Two workers: every lab test on one of them, in file order (one lab per machine; the
+# scheduler in tests/conftest.py), the unit tests on the other meanwhile.
 test: setup lint
-	$(BIN)/pytest --durations=25 tests
+	$(BIN)/pytest -n 2 --durations=25 tests
 
 bench: setup
 	$(BIN)/python bench/lab_timing.py

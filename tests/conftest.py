@@ -10,6 +10,24 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of xdist's, absent under -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under ``pytest -n`` (make test): every test in tests/lab/ is one unit of work,
+    run by one worker in file order, since there is one lab per machine and each module
+    builds and tears down its own; the other workers take the unit tests' modules
+    meanwhile. (xdist's own ``loadgroup`` relies on rewriting node ids, which pytest 9
+    no longer allows.)"""
+    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415
+
+    class LabTestsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "lab" if nodeid.startswith("tests/lab/") else super()._split_scope(nodeid)
+
+    return LabTestsTogether(config, log)
+
+
 SCENARIO = "two-drives"
 #: hdd runs at 1/30 of the captured figures, the way a 120-IOPS drive did in the lab
 HDD_FACTOR = 1 / 30

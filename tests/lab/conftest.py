@@ -19,7 +19,14 @@ BIN = Path(sys.executable).parent
 LAB_DIRS = ("/var/lib/drivelab", "/dev/shm/drivelab")
 
 
+#: What the tests know of the lab on the machine: "lab2" while the standard 2-client lab
+#: that `lab2` built is up and every test since passed; None when that is not known.
+_shared = {"lab": None}
+
+
 def drivelab(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    if args[:2] in (("lab", "up"), ("lab", "down")):
+        _shared["lab"] = None  # a test changes the lab: the next module builds its own
     proc = subprocess.run(
         [str(BIN / "drivelab"), *args],
         cwd=REPO,
@@ -172,15 +179,64 @@ def db_drives() -> list[dict]:
     return lab_inventory()["all"]["children"]["db"]["hosts"]["dbhost"]["candidate_drives"]
 
 
-@pytest.fixture(scope="module")
-def lab2():
-    """A fresh lab with 2 clients for one test module; torn down afterwards whatever happened."""
-    drivelab("lab", "down")
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """A lab test that fails (in set-up, call or teardown) leaves the lab unknown."""
+    report = yield
+    if report.failed and item.get_closest_marker("lab"):
+        _shared["lab"] = None
+    return report
+
+
+@pytest.fixture(scope="session")
+def _lab_session():
+    """Whatever lab the tests left up is torn down at the end of the session."""
     try:
-        drivelab("lab", "up")
-        yield json.loads(drivelab("lab", "status", "--json").stdout)
+        yield
     finally:
+        if _shared["lab"] is not None:
+            drivelab("lab", "down")
+
+
+def _standard(status: dict) -> bool:
+    """Whether ``status`` (lab status --json) is the lab `lab up` builds by default, whole:
+    namespaces, a DB host and 2 clients that answer over SSH, every drive attached, a
+    512 MiB DB host, no results store."""
+    hosts = status.get("hosts", [])
+    return (
+        status.get("kind") == "netns"
+        and status.get("db_memory_bytes") == 512 * 1024**2
+        and not status.get("results_store")
+        and sorted(h["group"] for h in hosts) == ["clients", "clients", "db"]
+        and all(h["ssh_answers"] and h["netns_exists"] for h in hosts)
+        and bool(status.get("drives"))
+        and all(d["attached"] for d in status["drives"])
+    )
+
+
+@pytest.fixture(scope="module")
+def lab2(_lab_session):
+    """The lab with 2 clients for one test module. Built fresh unless the previous module's
+    is still up, untouched by any test (no `lab up` or `lab down` since) and every test
+    since passed: then it is taken over as it is, provisioned, which spares the lab's
+    building and first provisioning (about 35 s a module). Torn down afterwards when any
+    of this module's tests failed or changed the lab; otherwise left for the next module
+    (and torn down at the end of the session)."""
+    status = None
+    if _shared["lab"] == "lab2":
+        proc = drivelab("lab", "status", "--json", check=False)
+        if proc.returncode == 0 and _standard(json.loads(proc.stdout)):
+            status = json.loads(proc.stdout)
+    if status is None:
         drivelab("lab", "down")
+        drivelab("lab", "up")
+        status = json.loads(drivelab("lab", "status", "--json").stdout)
+        _shared["lab"] = "lab2"
+    try:
+        yield status
+    finally:
+        if _shared["lab"] != "lab2":
+            drivelab("lab", "down")
 
 
 def wait_for(predicate, timeout: float, what: str, every: float = 0.3):
