@@ -215,15 +215,17 @@ def _standard(status: dict) -> bool:
 
 
 @pytest.fixture(scope="module")
-def lab2(_lab_session):
+def lab2(_lab_session, request):
     """The lab with 2 clients for one test module. Built fresh unless the previous module's
     is still up, untouched by any test (no `lab up` or `lab down` since) and every test
     since passed: then it is taken over as it is, provisioned, which spares the lab's
     building and first provisioning (about 35 s a module). Torn down afterwards when any
     of this module's tests failed or changed the lab; otherwise left for the next module
-    (and torn down at the end of the session)."""
+    (and torn down at the end of the session). A module that sets ``LAB2_FRESH = True``
+    always gets a lab built afresh: one whose drives must be quiet (no filesystem an
+    earlier module mounted, whose kernel threads still write to it)."""
     status = None
-    if _shared["lab"] == "lab2":
+    if _shared["lab"] == "lab2" and not getattr(request.module, "LAB2_FRESH", False):
         proc = drivelab("lab", "status", "--json", check=False)
         if proc.returncode == 0 and _standard(json.loads(proc.stdout)):
             status = json.loads(proc.stdout)
