@@ -188,11 +188,14 @@ def prepare_database(
     stream: bool = False,
     root: Path | None = None,
     provisioned: bool = False,
+    pg_major: str | None = None,
 ) -> PlaybookResult:
     """The cell's databases (playbooks/database.yml). ``provisioned``: provision.yml ran
     in this session, so drivelab's own cluster needs only to be running (its packages,
     access rules and roles are as provisioning left them); a cluster placement still gets
-    the whole postgresql_server role for its cluster on the drive. Either way the cluster
+    the rest of the postgresql_server role for its cluster on the drive, its packages
+    skipped. ``pg_major``: the major version a previous cell's server reported (its
+    database.json), so the DB host need not work it out again. Either way the cluster
     gets the cell's PostgreSQL settings (``drivelab_postgresql_settings``, over the
     inventory's; {} takes a previous cell's away), with a reload, or a restart where one
     needs it, each checked to have taken."""
@@ -209,6 +212,8 @@ def prepare_database(
     }
     if cell.hosts:
         extra["pgbench_database_clients"] = list(cell.hosts)
+    if pg_major:
+        extra["drivelab_pg_major"] = pg_major
     return run_playbook("database.yml", extra, inventory=inventory, stream=stream, what="database")
 
 

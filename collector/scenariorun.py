@@ -42,7 +42,7 @@ from collector.gather import GatheredRun, gather_run, record
 from collector.paths import REPO
 from collector.playbook import HOLDS_POSTGRESQL_DATA, LeaseLost, PlaybookFailed, ansible_bin
 from collector.report import PRETEST_PREFIXES
-from collector.runfolder import DB_DIR, PG_STAT
+from collector.runfolder import DATABASE_JSON, DB_DIR, PG_STAT
 from collector.scenario import PlannedCell, Scenario, estimate_seconds, pgsettings
 from collector.scenario.inventory import prometheus_url, ssh_settings
 from collector.scenario.plan import runs_at_most
@@ -153,6 +153,8 @@ class ScenarioRun:
         self._last_facts_dir: Path | None = None
         #: the DB host's drive tools are installed (a drives stage of this run succeeded)
         self._drive_tools = False
+        #: the major version a previous cell's server reported (its database.json)
+        self._pg_major: str | None = None
 
     # ------------------------------------------------------------------ the stages
 
@@ -355,7 +357,9 @@ class ScenarioRun:
         if planned.pretests:
             self.pretests(planned)
         runner.prepare_database(cell, inventory=opts.inventory, stream=opts.verbose,
-                                provisioned=True)  # fmt: skip
+                                provisioned=True, pg_major=self._pg_major)  # fmt: skip
+        # the server's own major version, for the next cell's database stage
+        self._pg_major = runner.pg_major(cell.cell_dir() / DB_DIR / DATABASE_JSON)
 
     def pretests(self, planned: PlannedCell) -> None:
         """The drive's raw pre-tests, once per cell that carries them (just formatted):

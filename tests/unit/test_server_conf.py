@@ -45,7 +45,6 @@ def render_text(version: int) -> str:
         __postgresql_server_listen="10.213.0.2",
         drivelab_pg_port=5433,
         drivelab_pg_major=str(version),
-        __postgresql_server_settings={},
     )
 
 
