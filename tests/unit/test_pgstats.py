@@ -298,7 +298,7 @@ def test_the_role_writes_a_snapshots_files_in_one_command(tmp_path):
     """roles/pgbench_run's writer on the controller (action drivelab_run_files): JSON
     objects as to_nice_json wrote them (the copy tasks it replaced), lines as text, each
     file whole (no .tmp left), nothing outside the folder."""
-    path = ROOT / "roles/pgbench_run/action_plugins/drivelab_run_files.py"
+    path = ROOT / "roles/drivelab/action_plugins/drivelab_run_files.py"
     spec = importlib.util.spec_from_file_location("drivelab_run_files", path)
     action = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(action)
