@@ -65,10 +65,6 @@ class Cell:
         self.value(sql + ";" + DONE, **variables)
 
 
-def mounted(path):
-    return os.path.ismount(path)
-
-
 def tablespace_folder(module, path):
     """<mount>/pg, owned by postgres, mode 0700; True when it had to be made or fixed."""
     pg = pwd.getpwnam("postgres")
@@ -106,7 +102,7 @@ def main():
             module.fail_json(
                 msg=f"place: {name!r} is not a drivelab name (drivelab_ and letters, digits, _ or -)"
             )
-    if not mounted(p["mount"]):
+    if not os.path.ismount(p["mount"]):
         module.fail_json(
             msg=f"{p['mount']} is not mounted: run the drives playbook for {os.path.basename(p['mount'])} first"
         )
