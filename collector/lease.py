@@ -102,6 +102,8 @@ def db_host(inventory: dict) -> str:
 
 
 class Transport(Protocol):
+    cheap: bool
+
     def call(self, request: dict[str, Any]) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
@@ -110,6 +112,9 @@ class SshTransport:
     """The rule book run by the host's python3 over one SSH connection kept open
     (paramiko, the inventory's key, its known_hosts only): about 30 ms of the host's CPU
     per call. A dropped connection is opened again on the next call."""
+
+    #: a call costs tens of milliseconds: the run renews before every playbook
+    cheap = True
 
     def __init__(self, ssh: dict[str, Any], timeout: float = 20.0) -> None:
         self.ssh = ssh
@@ -172,6 +177,9 @@ class SshTransport:
 class AnsibleTransport:
     """The module drivelab_lease, called ad hoc with ``ansible`` (an inventory without an
     SSH key and known_hosts file of its own: Ansible knows how to reach the host)."""
+
+    #: a call costs about a second: each playbook checks on the host itself
+    cheap = False
 
     def __init__(self, inventory: Path, host: str) -> None:
         self.inventory = inventory
@@ -384,10 +392,11 @@ class Lease:
             f" {self.settings.ttl:.0f} s without renewal)"
         )
 
-    def renew(self) -> None:
-        """One heartbeat: the lease renewed (with the current cell), or :attr:`lost` set."""
+    def renew(self) -> bool:
+        """One heartbeat: the lease renewed (with the current cell), or :attr:`lost` set.
+        True when the host renewed it."""
         if self.lost.is_set():
-            return
+            return False
         self.holder["cell"] = self.cell
         try:
             res = self._take(must_hold=True)
@@ -395,12 +404,23 @@ class Lease:
             silent = self.clock() - self._last_ok
             if silent >= self.settings.ttl:
                 self._lose(f"not renewed for {silent:.0f} s ({err})")
-            return
+            return False
         if res.get("held"):
             self._last_ok = self.clock()
             self.renewals += 1
-            return
+            return True
         self._lose(res.get("why") or "the host no longer lists this run as its holder")
+        return False
+
+    def fresh(self) -> float | None:
+        """Renewed now, before a playbook starts, when that is cheap (over the SSH
+        connection the heartbeat keeps open, tens of milliseconds): the wall-clock
+        instant it was (the playbook's lease play then skips its own check on the host,
+        0.5 s), else None (the Ansible transport, or a renewal that failed: the playbook
+        checks on the host, as it always did). A lease found lost is set :attr:`lost`."""
+        if not self.transport.cheap:
+            return None
+        return time.time() if self.renew() else None
 
     def _lose(self, why: str) -> None:
         self.lose(f"{self.host}: this run lost the lab's lease: {why}")

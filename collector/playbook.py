@@ -60,6 +60,8 @@ class Guard(Protocol):
 
     def lose(self, text: str) -> None: ...
 
+    def fresh(self) -> float | None: ...
+
 
 _guard: list[Guard] = []
 
@@ -97,13 +99,18 @@ def _watched(proc: subprocess.Popen, guard: Guard | None) -> Iterator[None]:
 
 def _leased(what: str, extra_vars: dict | None) -> tuple[Guard | None, dict | None]:
     """The lease this playbook runs under, if any, and its variables with the lease's
-    token; a lease already lost starts nothing."""
+    token (and, when it was just renewed from here, the instant: the playbook need not
+    check it on the host again); a lease already lost starts nothing."""
     guard = _guard[-1] if _guard else None
     if guard is None:
         return None, extra_vars
+    renewed_at = guard.fresh() if not guard.lost.is_set() else None
     if guard.lost.is_set():
         raise LeaseLost(f"{what}: not started: {guard.why}")
-    return guard, {**(extra_vars or {}), "drivelab_lease_token": guard.token}
+    extra = {**(extra_vars or {}), "drivelab_lease_token": guard.token}
+    if renewed_at is not None:
+        extra["drivelab_lease_renewed_at"] = renewed_at
+    return guard, extra
 
 
 def _raise_if_lost(failures: tuple[dict, ...], message: str, raising: bool) -> None:

@@ -156,9 +156,12 @@ def run_pretests(
     *,
     inventory: Path | None = None,
     stream: bool = False,
+    install_packages: bool = True,
 ) -> PlaybookResult:
     """fio and pg_test_fsync on the mounted filesystems of ``request`` (the scenario's
-    :class:`~collector.scenario.Pretests` as a dict); outputs land in ``out_dir``."""
+    :class:`~collector.scenario.Pretests` as a dict); outputs land in ``out_dir``.
+    ``install_packages``: make sure of fio on the DB host (apt, 1.8 s); a scenario's later
+    pre-tests leave it out once an earlier one has done it."""
     out_dir.mkdir(parents=True, exist_ok=True)
     extra = {
         "drive_pretest_request": [{"name": r["name"], "drives": r["drives"]} for r in request],
@@ -168,6 +171,7 @@ def run_pretests(
         "drive_pretest_fsync_seconds": int(pretests["fsync_seconds"]),
         "drive_pretest_write_cache": pretests["write_cache"],
         "drive_pretest_out_dir": str(out_dir),
+        "drive_pretest_install_packages": install_packages,
     }
     return run_playbook("fio.yml", extra, inventory=inventory, stream=stream, what="pretests")
 

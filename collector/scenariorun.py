@@ -153,6 +153,8 @@ class ScenarioRun:
         self._last_facts_dir: Path | None = None
         #: the DB host's drive tools are installed (a drives stage of this run succeeded)
         self._drive_tools = False
+        #: fio is installed on the DB host (a pre-tests stage of this run succeeded)
+        self._fio = False
         #: the major version a previous cell's server reported (its database.json)
         self._pg_major: str | None = None
 
@@ -381,7 +383,9 @@ class ScenarioRun:
         kinds = " and ".join(k for k in ("fio", "pg_test_fsync") if planned.pretests[k])
         self.console.print(f"{cell.cell_id}: raw pre-tests ({kinds})")
         runner.run_pretests(planned.drive_request, planned.pretests, out,
-                            inventory=self.opts.inventory, stream=self.opts.verbose)  # fmt: skip
+                            inventory=self.opts.inventory, stream=self.opts.verbose,
+                            install_packages=not self._fio)  # fmt: skip
+        self._fio = True  # once per run: the package stays installed
         samples = pretest.collect(out, {"cell": cell.cell_id, "filesystem": cell.filesystem})
         flags = pretest.physics_facts(samples, cell.cell_dir() / DB_DIR)
         with Store.open(self.opts.db) as store:

@@ -152,6 +152,8 @@ def test_gone_is_a_dead_process_of_this_controller_only():
 class Local:
     """The rule book on a local file, as the SSH transport runs it on the host."""
 
+    cheap = True
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.calls = 0
@@ -253,6 +255,38 @@ def test_renewals_that_do_not_arrive_for_the_time_to_live_lose_it(tmp_path):
     clock[0] = 61.0
     run.renew()
     assert run.lost.is_set() and "not renewed for 61 s (lab lease: cannot reach" in run.why
+
+
+def test_a_stage_starts_only_after_a_renewal_and_a_lease_taken_away_starts_nothing(tmp_path):
+    """Before each playbook the run renews its lease over the heartbeat's connection and
+    hands the instant to the playbook (which then skips its own check on the host); a
+    lease found taken at that renewal starts nothing, naming the new holder."""
+    run = make_lease(tmp_path)
+    run.take()
+    with playbook.guarded_by(run):
+        before = time.time()
+        _, extra = playbook._leased("pgbench", {"x": 1})
+        assert extra["x"] == 1 and extra["drivelab_lease_token"] == run.token
+        assert before <= extra["drivelab_lease_renewed_at"] <= time.time()
+        assert run.renewals == 1
+        rec = rules.read(str(tmp_path / "lease.json"))
+        rules.take(str(tmp_path / "lease.json"), holder("thief", user="bob"), 120,
+                   now=rec["renewed"] + 121)  # fmt: skip
+        with pytest.raises(
+            playbook.LeaseLost, match=r"^database: not started: dbhost: this run lost"
+        ) as err:
+            playbook._leased("database", None)
+    assert "bob@ctl-a" in str(err.value)
+
+
+def test_without_a_cheap_way_to_the_host_each_playbook_checks_the_lease_itself(tmp_path):
+    run = make_lease(tmp_path)
+    run.take()
+    run.transport.cheap = False  # the Ansible transport: a second a call
+    with playbook.guarded_by(run):
+        _, extra = playbook._leased("pgbench", None)
+    assert extra == {"drivelab_lease_token": run.token}
+    assert run.renewals == 0
 
 
 PAUSE = """\
