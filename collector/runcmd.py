@@ -134,7 +134,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument(
         "--reprovision", action="store_true",
-        help="provision every host even if nothing drivelab provisions with has changed",
+        help="provision every host and set telemetry up again even if nothing they depend on"
+        " has changed",
     )  # fmt: skip
     p.add_argument(
         "--wait", action="store_true",

@@ -24,28 +24,40 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from collector.cell import Cell, PgbenchOptions
+from collector.errors import DrivelabError
 from collector.gather import record_run_dir
 from collector.paths import LOCAL_INVENTORY, REPO
 from collector.playbook import PlaybookResult, run_playbook
-from collector.runfolder import CLIENT_FILES, DATABASE_JSON, DB_DIR, RunMeta, rep_dir
+from collector.runfolder import (
+    CLIENT_FILES,
+    DATABASE_JSON,
+    DB_DIR,
+    RunMeta,
+    load_json,
+    rep_dir,
+    write_json,
+)
+from collector.scenario.inventory import client_hosts, db_host, load_inventory, prometheus_url
 from collector.store import Store
+from collector.telemetry import Prometheus, hosts_not_up
 
 __all__ = ["Cell", "PgbenchOptions"]  # the data of a cell, used with these stages
 
 SECRETS_DIR = Path.home() / ".local/share/drivelab/secrets"  # role drivelab: drivelab_secrets_dir
+#: role prometheus_server's prometheus_server_dir, and the telemetry playbook's stamp in it
+PROMETHEUS_DIR = "/var/lib/drivelab/prometheus"
+TELEMETRY_STAMP = "drivelab-telemetry.json"
 
 
-def provision_stamp(inventory: Path) -> str:
-    """A hash of what provisioning depends on: the roles, playbooks, Ansible plugins and
-    ansible.cfg, the inventory (with its group_vars and host_vars) and the generated
-    client passwords. Equal stamps on every host mean provisioning would change nothing
-    that drivelab made it do (a hand-made change on a host is not seen: --reprovision)."""
+def _stamp(inventory: Path, *more: str) -> str:
+    """A hash of the roles, playbooks, Ansible plugins and ansible.cfg, the inventory
+    (with its group_vars and host_vars), the generated client passwords and ``more``."""
     h = hashlib.sha256()
     plugins = REPO / "collector" / "ansible_plugins"
     roots = [REPO / "ansible.cfg", REPO / "roles", REPO / "playbooks", plugins]
@@ -60,7 +72,17 @@ def provision_stamp(inventory: Path) -> str:
             if path.is_file() and "__pycache__" not in path.parts:
                 h.update(f"{path}\0".encode())
                 h.update(hashlib.sha256(path.read_bytes()).digest())
+    for text in more:
+        h.update(f"{text}\0".encode())
     return h.hexdigest()
+
+
+def provision_stamp(inventory: Path) -> str:
+    """A hash of what provisioning depends on: the roles, playbooks, Ansible plugins and
+    ansible.cfg, the inventory (with its group_vars and host_vars) and the generated
+    client passwords. Equal stamps on every host mean provisioning would change nothing
+    that drivelab made it do (a hand-made change on a host is not seen: --reprovision)."""
+    return _stamp(inventory)
 
 
 def provision(*, inventory: Path | None = None, stream: bool = False) -> PlaybookResult:
@@ -103,14 +125,60 @@ def _provision(
 
 
 def telemetry(
-    *, live_target: str = "", inventory: Path | None = None, stream: bool = False
-) -> PlaybookResult:
+    *,
+    live_target: str = "",
+    inventory: Path | None = None,
+    stream: bool = False,
+    reuse: bool = True,
+) -> PlaybookResult | None:
     """node_exporter on every host, drivelab's Prometheus on the controller (scraping
-    them and the live exporter at ``live_target``), or the inventory's existing one."""
+    them and the live exporter at ``live_target``), or the inventory's existing one.
+    ``reuse``: not run (None) when drivelab's own Prometheus was set up by this playbook
+    with the same roles, inventory and live target and it, and every host's
+    node_exporter through it, answers now (:func:`collector.telemetry.current`)."""
+    inv_path = inventory or LOCAL_INVENTORY
+    stamp = _stamp(inv_path, f"live_target={live_target}")
+    where = telemetry_stamp_file(inv_path)
+    if reuse and where is not None and telemetry_current(inv_path, where, stamp):
+        return None
     extra = {"prometheus_server_live_target": live_target}
-    return run_playbook(
+    result = run_playbook(
         "telemetry.yml", extra, inventory=inventory, stream=stream, what="telemetry"
     )
+    if where is not None:
+        # not written: the next run sets telemetry up again, nothing lost
+        with suppress(OSError):
+            write_json(where, {"stamp": stamp, "live_target": live_target, "at": time.time()})
+    return result
+
+
+def telemetry_current(inventory: Path, where: Path, stamp: str) -> bool:
+    """The telemetry playbook would change nothing: its stamp at ``where`` is ``stamp``
+    (same roles, inventory and live target), and Prometheus answers with every host of
+    groups db and clients a node_exporter target it last scraped successfully (every
+    second). A stopped Prometheus or node_exporter, or another inventory's set-up: False."""
+    try:
+        if load_json(where).get("stamp") != stamp:
+            return False
+    except (DrivelabError, AttributeError):  # none yet, or not drivelab's
+        return False
+    inv = load_inventory(inventory)
+    hosts = [db_host(inv)[0], *client_hosts(inv)]
+    try:
+        targets = Prometheus(prometheus_url(inv), timeout=2.0).targets()
+    except DrivelabError:
+        return False
+    return not hosts_not_up(targets, hosts)
+
+
+def telemetry_stamp_file(inventory: Path) -> Path | None:
+    """Where drivelab's own Prometheus keeps the stamp of the telemetry playbook that set
+    it up (its folder, ``prometheus_server_dir``); None for an inventory's own
+    Prometheus (``prometheus_server_url``: the playbook runs every time)."""
+    hv = (load_inventory(inventory)["all"].get("vars")) or {}
+    if hv.get("prometheus_server_url"):
+        return None
+    return Path(str(hv.get("prometheus_server_dir", PROMETHEUS_DIR))) / TELEMETRY_STAMP
 
 
 def check_pg_settings(

@@ -189,8 +189,13 @@ class ScenarioRun:
         self.check_settings()
         if opts.telemetry:
             live_target = f"{opts.metrics_addr}:{opts.metrics_port}" if opts.live else ""
-            runner.telemetry(live_target=live_target, inventory=opts.inventory,
-                             stream=opts.verbose)  # fmt: skip
+            ran = runner.telemetry(live_target=live_target, inventory=opts.inventory,
+                                   stream=opts.verbose, reuse=not opts.reprovision)  # fmt: skip
+            if ran is None:
+                # one line under 80 columns: rich wraps at 80 when not on a terminal
+                self.console.print(
+                    "telemetry set-up skipped: Prometheus and every node_exporter answer"
+                )
             self.prom_url = prometheus_url(self.inventory)
             self.console.print(f"telemetry: Prometheus at {self.prom_url}")
         self.console.print(f"provisioned in {time.monotonic() - self.progress.started:.0f} s")

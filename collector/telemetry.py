@@ -171,6 +171,13 @@ def parse_targets(data: Any, url: str = "targets") -> list[Target]:
     ]
 
 
+def hosts_not_up(targets: Iterable[Target], hosts: Iterable[str]) -> list[str]:
+    """Those of ``hosts`` (inventory names) without a ``node`` target (node_exporter,
+    labelled ``drivelab_host``) that Prometheus last scraped successfully."""
+    up = {t.labels.get("drivelab_host") for t in targets if t.labels.get("job") == "node" and t.up}
+    return [h for h in hosts if h not in up]
+
+
 def _api_error(body: bytes) -> str | None:
     """``errorType: error`` of an error answer's JSON body, if it is one."""
     try:

@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.request
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,17 @@ def test_captured_targets():
     assert "connection refused" in targets[0].last_error
     assert targets[1].labels["drivelab_host"] == "dbhost"
     assert targets[1].scrape_url == "http://127.0.0.1:19100/metrics"
+
+
+def test_hosts_without_a_node_exporter_scraped_up_are_named():
+    """The captured answer: dbhost's node_exporter up; the live exporter (down) is not a
+    host's; a client Prometheus has no target for is named, as is one whose target is
+    down (telemetry is set up again for them)."""
+    targets = telemetry.parse_targets(_data("targets.json"))
+    assert telemetry.hosts_not_up(targets, ["dbhost"]) == []
+    assert telemetry.hosts_not_up(targets, ["dbhost", "client1"]) == ["client1"]
+    down = [replace(t, health="down") if t.labels["job"] == "node" else t for t in targets]
+    assert telemetry.hosts_not_up(down, ["dbhost"]) == ["dbhost"]
 
 
 @pytest.mark.parametrize(
