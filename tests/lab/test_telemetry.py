@@ -63,6 +63,40 @@ def loop_device(name: str) -> str:
     raise AssertionError(f"no lab drive {name}: {inv}")
 
 
+def test_telemetry_set_up_again_only_when_something_does_not_answer(lab256):
+    """Set up once (the live target `drivelab run` uses by default), the next set-up
+    with the same roles, inventory and live target finds Prometheus and every
+    node_exporter answering: the playbook is not run. A client's node_exporter stopped
+    (Prometheus scrapes it as down): it is run, and brings the exporter back. First in
+    the module, while the 256 MiB DB host has room for apt."""
+    from collector import runner  # noqa: PLC0415
+
+    hosts = ["dbhost", "client1", "client2"]
+    live_target = "127.0.0.1:9479"  # drivelab run's --metrics-addr and --metrics-port
+
+    def not_up() -> list[str]:
+        return runner.hosts_not_up(runner.Prometheus(PROMETHEUS).targets(), hosts)
+
+    def until(want: list[str], what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not_up() != want:
+            assert time.monotonic() < deadline, f"Prometheus never saw {what}: {not_up()}"
+            time.sleep(0.5)
+
+    assert runner.telemetry(live_target=live_target) is not None
+    until([], "every node_exporter up")
+    started = time.monotonic()
+    assert runner.telemetry(live_target=live_target) is None
+    skipped_s = time.monotonic() - started
+
+    pidfile = Path("/var/lib/drivelab/node_exporter/node-exporter-client1.pid")
+    os.kill(int(pidfile.read_text().split()[0]), signal.SIGTERM)  # the lab's, started above
+    until(["client1"], "client1's node_exporter down")
+    assert runner.telemetry(live_target=live_target) is not None
+    until([], "client1's node_exporter up again")
+    print(f"telemetry set-up skipped in {skipped_s:.2f} s")
+
+
 def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
     nvme = loop_device("nvme")
     path = tmp_path / "telemetry-test.yml"
@@ -116,38 +150,3 @@ def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
     assert "cache not defeated" in out and "cache defeated" in out
     page = (results / "telemetry-test.html").read_text()
     assert "Device telemetry" in page and "drivelab_device_read_iops" in page
-
-
-def test_telemetry_set_up_again_only_when_something_does_not_answer(lab256):
-    """After the run above, a run with the same roles, inventory and live target finds
-    Prometheus and every node_exporter answering: the telemetry playbook is not run. A
-    client's node_exporter stopped (Prometheus scrapes it as down): it is run, and
-    brings the exporter back."""
-    from collector import runner  # noqa: PLC0415
-    from collector.paths import LOCAL_INVENTORY  # noqa: PLC0415
-
-    stamp_file = runner.telemetry_stamp_file(LOCAL_INVENTORY)
-    live_target = json.loads(stamp_file.read_text())["live_target"]
-    started = time.monotonic()
-    assert runner.telemetry(live_target=live_target) is None
-    skipped_s = time.monotonic() - started
-
-    pidfile = Path("/var/lib/drivelab/node_exporter/node-exporter-client1.pid")
-    os.kill(int(pidfile.read_text().split()[0]), signal.SIGTERM)  # the lab's, started above
-    down = runner.hosts_not_up
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        targets = runner.Prometheus(PROMETHEUS).targets()
-        if down(targets, ["dbhost", "client1", "client2"]) == ["client1"]:
-            break
-        time.sleep(0.5)
-    else:
-        raise AssertionError("Prometheus never saw client1's node_exporter down")
-    assert runner.telemetry(live_target=live_target) is not None
-    targets = runner.Prometheus(PROMETHEUS).targets()
-    deadline = time.monotonic() + 30
-    while down(targets, ["dbhost", "client1", "client2"]) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        targets = runner.Prometheus(PROMETHEUS).targets()
-    assert down(targets, ["dbhost", "client1", "client2"]) == []
-    print(f"telemetry set-up skipped in {skipped_s:.2f} s")
