@@ -1,7 +1,8 @@
 """Action ``drivelab_run_files`` (role drivelab's, for the roles that depend on it:
-pgbench_run's entry point ``stats``, pgbench_database's ``facts``): writes files into a
-run folder on the controller, each atomically (a temporary file beside it, then a
-rename): an object as indented JSON (as ``to_nice_json``), a list as lines of text. A
+pgbench_run's entry point ``stats``, pgbench_database's ``facts``, candidate_drive's
+device facts): writes files into a run folder on the controller, each atomically (a
+temporary file beside it, then a rename): an object as indented JSON (as
+``to_nice_json``), a list as lines of text. A
 file's name is its base name only: nothing is written outside the folder.
 
 It runs where it is: on the controller, in the worker of the task, with no module sent
