@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -43,7 +44,7 @@ from collector.paths import REPO
 from collector.playbook import HOLDS_POSTGRESQL_DATA, LeaseLost, PlaybookFailed, ansible_bin
 from collector.report import PRETEST_PREFIXES
 from collector.runfolder import DATABASE_JSON, DB_DIR, PG_STAT
-from collector.scenario import PlannedCell, Scenario, estimate_seconds, pgsettings
+from collector.scenario import PlannedCell, Scenario, drive_batch, estimate_seconds, pgsettings
 from collector.scenario.inventory import prometheus_url, ssh_settings
 from collector.scenario.plan import runs_at_most
 from collector.stats import summarize
@@ -155,6 +156,11 @@ class ScenarioRun:
         self._drive_tools = False
         #: fio is installed on the DB host (a pre-tests stage of this run succeeded)
         self._fio = False
+        #: the filesystems of every cell still to run, made and mounted together before
+        #: the first (:func:`~collector.scenario.drive_batch`; None: one cell at a time),
+        #: and the device facts that drives stage wrote ({file name: text})
+        self._batch: list[dict[str, Any]] | None = None
+        self._batch_facts: dict[str, str] | None = None
         #: the major version a previous cell's server reported (its database.json)
         self._pg_major: str | None = None
 
@@ -204,6 +210,7 @@ class ScenarioRun:
                 self.scenario.name, spec=self.scenario.model_dump(mode="json"),
                 baseline_drive=self.scenario.baseline, description=self.scenario.description,
             )  # fmt: skip
+        self._batch = drive_batch([p for p in self.cells if not self.stored(p)])
         for planned in self.cells:
             if self.lease is not None:
                 self.lease.cell = planned.cell.cell_id
@@ -274,10 +281,7 @@ class ScenarioRun:
             return
         cell = planned.cell
         head = f"[{planned.index}/{planned.total}] {cell.cell_id}"
-        with Store.open(self.opts.db) as store:
-            attempts = store.attempts(cell.scenario, cell.spec)
-        have = {r: "complete" if "complete" in seen else seen[-1] for r, seen in attempts.items()}
-        want = planned.repetitions if planned.adaptive is None else planned.adaptive.max
+        attempts, have, want = self._attempts(planned)
         if all(have.get(r) == "complete" for r in range(want)):
             self.console.print(f"{head}: all {want} repetitions stored, skipped")
             self.progress.done += want
@@ -305,6 +309,24 @@ class ScenarioRun:
             self.console.print(
                 f"{head}: {len(tps)} complete runs, 95% CI ±{ci_pct(tps):.1f}% of the mean"
             )
+
+    def _attempts(self, planned: PlannedCell) -> tuple[dict[int, list[str]], dict[int, str], int]:
+        """The cell's stored attempts by repetition, each repetition's best status, and
+        how many repetitions it is to have at most."""
+        cell = planned.cell
+        with Store.open(self.opts.db) as store:
+            attempts = store.attempts(cell.scenario, cell.spec)
+        have = {r: "complete" if "complete" in seen else seen[-1] for r, seen in attempts.items()}
+        want = planned.repetitions if planned.adaptive is None else planned.adaptive.max
+        return attempts, have, want
+
+    def stored(self, planned: PlannedCell) -> bool:
+        """Every repetition of the cell is stored complete (a rate search: never, its
+        steps decide for themselves)."""
+        if planned.search is not None:
+            return False
+        _, have, want = self._attempts(planned)
+        return all(have.get(r) == "complete" for r in range(want))
 
     def prepare_or_skip(self, planned: PlannedCell, head: str) -> bool:
         """:meth:`prepare`; False (and the line why) when the cell is not to be run."""
@@ -336,7 +358,16 @@ class ScenarioRun:
         # the drives stage again when the filesystem request or the write cache changes
         # (the same request leaves the filesystem as it is: no reformatting)
         request = (planned.drive_request, planned.write_cache)
-        if request != self._last_request:
+        if request != self._last_request and self.batch_facts() is not None:
+            # made and mounted with every other cell's: this cell's device facts
+            facts_dir.mkdir(parents=True, exist_ok=True)
+            own = {f"{self.db_host}-{r['name']}.json" for r in planned.drive_request}
+            for name, text in (self._batch_facts or {}).items():
+                if name in own:
+                    (facts_dir / name).write_text(text, encoding="utf-8")
+            self._last_request = request
+            self._last_facts_dir = facts_dir
+        elif request != self._last_request:
             self._last_request = None
             drives = {"facts_dir": facts_dir, "write_cache": planned.write_cache,
                       "inventory": opts.inventory, "stream": opts.verbose,
@@ -367,6 +398,40 @@ class ScenarioRun:
                                 provisioned=True, pg_major=self._pg_major)  # fmt: skip
         # the server's own major version, for the next cell's database stage
         self._pg_major = runner.pg_major(cell.cell_dir() / DB_DIR / DATABASE_JSON)
+
+    def batch_facts(self) -> dict[str, str] | None:
+        """The device facts of the drives stage that made and mounted every cell's
+        filesystem at once, run the first time it is asked for; None when there is no
+        such stage, or it failed (each cell then has its own drives stage, which
+        refuses, or releases drivelab's PostgreSQL data first, as it would have)."""
+        if self._batch is None or self._batch_facts is not None:
+            return self._batch_facts
+        batch, self._batch = self._batch, None
+        names = ", ".join(r["name"] for r in batch)
+        with tempfile.TemporaryDirectory(prefix="drivelab-drives-") as tmp:
+            try:
+                runner.prepare_drives(batch, facts_dir=Path(tmp), inventory=self.opts.inventory,
+                                      stream=self.opts.verbose,
+                                      install_packages=not self._drive_tools)  # fmt: skip
+            except LeaseLost:
+                raise
+            except DrivelabError as err:
+                # a drive refused by the gate (before anything is touched) or one that
+                # failed: each cell gets its own drives stage, as without the batch
+                self.console.print(
+                    f"drives {names} together: not made ({err}); one cell at a time",
+                    highlight=False, soft_wrap=True,
+                )  # fmt: skip
+                return None
+            self._drive_tools = True
+            self._batch_facts = {
+                f.name: f.read_text(encoding="utf-8") for f in Path(tmp).glob("*.json")
+            }
+        self.console.print(
+            f"drives {names}: made and mounted together for every cell",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+        return self._batch_facts
 
     def pretests(self, planned: PlannedCell) -> None:
         """The drive's raw pre-tests, once per cell that carries them (just formatted):

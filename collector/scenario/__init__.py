@@ -23,7 +23,7 @@ back up:
   :func:`load_inventory`, :func:`db_host`, :func:`client_hosts`,
   :func:`validate_against_inventory`.
 - :mod:`collector.scenario.matrix` (-> inventory, schema): :class:`AdaptivePolicy`,
-  :class:`PlannedCell`, :func:`expand`.
+  :class:`PlannedCell`, :func:`expand`, :func:`drive_batch`.
 - :mod:`collector.scenario.plan` (-> matrix, schema): the time estimates
   (:func:`estimate_seconds`...) and :func:`plan_text`.
 - :mod:`collector.scenario.pgsettings` (-> schema, wording): the scenario's PostgreSQL
@@ -44,7 +44,7 @@ from collector.scenario.inventory import (
     validate_against_inventory,
 )
 from collector.scenario.loader import MAX_FILE_BYTES, MAX_VALUES, load, parse
-from collector.scenario.matrix import AdaptivePolicy, PlannedCell, expand
+from collector.scenario.matrix import AdaptivePolicy, PlannedCell, drive_batch, expand
 from collector.scenario.pgsettings import NOT_CHECKED_WITHOUT_SERVER
 from collector.scenario.plan import (
     INIT_FIXED,
@@ -127,6 +127,7 @@ __all__ = [
     "_show",
     "client_hosts",
     "db_host",
+    "drive_batch",
     "estimate_seconds",
     "expand",
     "init_seconds",

@@ -510,6 +510,33 @@ def test_two_drives_two_filesystems_two_repetitions() -> None:
     assert text.splitlines()[-1].startswith("estimated duration: about ")
 
 
+def test_drives_made_together_only_when_every_filesystem_can_stand_at_once() -> None:
+    """Two drives with one filesystem each, over two placements: one drives stage for
+    both, in run order. The same drive ext4 then xfs, drives shared by RAID sets, a
+    write cache to switch, or one filesystem alone: a drives stage per cell, as before."""
+    two = sc.parse(
+        with_(drives=["nvme", "ssd"], baseline="nvme", placement=["tablespace", "cluster"]),
+        "x.yml",
+    )
+    cells = sc.expand(two, INVENTORY)
+    batch = sc.drive_batch(cells)
+    assert [r["name"] for r in batch] == ["nvme", "ssd"]
+    assert batch == [cells[0].drive_request[0], cells[-1].drive_request[0]]
+
+    reformatted = with_(
+        drives=["nvme", "ssd"], baseline="nvme", filesystems=[{"fs": "ext4"}, {"fs": "xfs"}]
+    )
+    assert sc.drive_batch(sc.expand(sc.parse(reformatted, "x.yml"), INVENTORY)) is None
+    raid = sc.expand(sc.load(REPO / "scenarios" / "raid.yml"), INVENTORY)
+    assert sc.drive_batch(raid) is None  # r0, r1 and r10 share raid1 and raid2
+    assert sc.drive_batch([raid[0], raid[1]]) is not None  # hdd7200 and r0: disjoint
+    cached = sc.parse(
+        with_(drives=["nvme", "ssd"], baseline="nvme", write_cache=["on", "off"]), "x.yml"
+    )
+    assert sc.drive_batch(sc.expand(cached, INVENTORY)) is None
+    assert sc.drive_batch(cells[:2]) is None  # nvme alone
+
+
 def test_raid_drive_requests() -> None:
     s = sc.load(REPO / "scenarios" / "raid.yml")
     cells = sc.expand(s, INVENTORY)
