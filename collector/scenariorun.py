@@ -372,17 +372,7 @@ class ScenarioRun:
             drives = {"facts_dir": facts_dir, "write_cache": planned.write_cache,
                       "inventory": opts.inventory, "stream": opts.verbose,
                       "install_packages": not self._drive_tools}  # fmt: skip
-            try:
-                runner.prepare_drives(planned.drive_request, **drives)
-            except PlaybookFailed as err:
-                if HOLDS_POSTGRESQL_DATA not in err.refusals:
-                    raise
-                # drivelab's own databases from an earlier cell are on the drive: release
-                # them (and only them), then the gate lets it be reformatted
-                names = [r["name"] for r in planned.drive_request]
-                self.console.print(f"releasing drivelab's PostgreSQL data on {', '.join(names)}")
-                runner.release(names, inventory=opts.inventory, stream=opts.verbose)
-                runner.prepare_drives(planned.drive_request, **drives)
+            self.make_drives(planned.drive_request, **drives)
             self._drive_tools = True  # once per run: the packages stay installed
             self._last_request = request
             self._last_facts_dir = facts_dir
@@ -399,25 +389,43 @@ class ScenarioRun:
         # the server's own major version, for the next cell's database stage
         self._pg_major = runner.pg_major(cell.cell_dir() / DB_DIR / DATABASE_JSON)
 
+    def make_drives(self, request: list[dict[str, Any]], **drives: Any) -> None:
+        """:func:`runner.prepare_drives`; refused because drivelab's own databases from an
+        earlier cell or run are on a filesystem to be made anew: they (and only they, on
+        the filesystems refused so) are released, then the gate lets it be reformatted."""
+        try:
+            runner.prepare_drives(request, **drives)
+        except PlaybookFailed as err:
+            if HOLDS_POSTGRESQL_DATA not in err.refusals:
+                raise
+            held = sorted(
+                {name for f in err.failures if f.get("refusal") == HOLDS_POSTGRESQL_DATA
+                 for name in f.get("filesystems") or ()}
+            ) or [r["name"] for r in request]  # fmt: skip
+            self.console.print(f"releasing drivelab's PostgreSQL data on {', '.join(held)}")
+            runner.release(held, inventory=self.opts.inventory, stream=self.opts.verbose)
+            runner.prepare_drives(request, **drives)
+
     def batch_facts(self) -> dict[str, str] | None:
         """The device facts of the drives stage that made and mounted every cell's
         filesystem at once, run the first time it is asked for; None when there is no
-        such stage, or it failed (each cell then has its own drives stage, which
-        refuses, or releases drivelab's PostgreSQL data first, as it would have)."""
+        such stage, or it failed (each cell then has its own drives stage, as without
+        the batch)."""
         if self._batch is None or self._batch_facts is not None:
             return self._batch_facts
         batch, self._batch = self._batch, None
         names = ", ".join(r["name"] for r in batch)
+        opts = self.opts
         with tempfile.TemporaryDirectory(prefix="drivelab-drives-") as tmp:
+            drives = {"facts_dir": Path(tmp), "inventory": opts.inventory, "stream": opts.verbose,
+                      "install_packages": not self._drive_tools}  # fmt: skip
             try:
-                runner.prepare_drives(batch, facts_dir=Path(tmp), inventory=self.opts.inventory,
-                                      stream=self.opts.verbose,
-                                      install_packages=not self._drive_tools)  # fmt: skip
+                self.make_drives(batch, **drives)
             except LeaseLost:
                 raise
             except DrivelabError as err:
-                # a drive refused by the gate (before anything is touched) or one that
-                # failed: each cell gets its own drives stage, as without the batch
+                # a drive refused (the gate, or drive_format's own check before it
+                # writes) or one that failed: each cell gets its own drives stage
                 self.console.print(
                     f"drives {names} together: not made ({err}); one cell at a time",
                     highlight=False, soft_wrap=True,

@@ -21,12 +21,15 @@ from ansible.module_utils.drivelab_argv import Refusal, {code}
 
 
 def main():
-    module = AnsibleModule(argument_spec={{}})
+    module = AnsibleModule(argument_spec={{"name": {{"type": "str"}}}})
+    name = module.params["name"]
+    if name == "nvme":
+        module.exit_json(changed=False)
     try:
-        raise Refusal("ssd: holds PostgreSQL data (/srv/drivelab/ssd/pg): words may change",
+        raise Refusal(f"{{name}}: holds PostgreSQL data (/srv/drivelab/{{name}}/pg): words may change",
                       code={code})
     except Refusal as err:
-        module.fail_json(msg=f"refused: {{err}}", refusal=err.code)
+        module.fail_json(msg=f"refused: {{err}}", refusal=err.code, filesystem=name)
 
 
 main()
@@ -39,6 +42,7 @@ PLAYBOOK = """\
   tasks:
     - name: Format
       refuse:
+        name: "{{ item | default('ssd') }}"
 """
 
 
@@ -54,17 +58,20 @@ def test_the_controller_shares_the_modules_code():
 )
 def test_a_refusal_code_reaches_the_runner(tmp_path, monkeypatch, code, expected, loop):
     """Also from a loop's failed item (drive_format's re-gate runs once per filesystem:
-    its code was lost there, so a drive holding drivelab's own data was not released)."""
+    its code was lost there, so a drive holding drivelab's own data was not released),
+    with the filesystem refused (of two, the one that refused: the runner releases only
+    its data)."""
     monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
     (tmp_path / "library").mkdir()
     (tmp_path / "library" / "refuse.py").write_text(MODULE.format(code=code))
     playbook = tmp_path / "refuse.yml"
-    playbook.write_text(textwrap.dedent(PLAYBOOK) + ("      loop: [ssd]\n" if loop else ""))
+    playbook.write_text(textwrap.dedent(PLAYBOOK) + ("      loop: [nvme, ssd]\n" if loop else ""))
     with pytest.raises(PlaybookFailed) as info:
         run_playbook(str(playbook), inventory="localhost,", what="drives")
     assert "holds PostgreSQL data" in str(info.value)
     assert info.value.refusals == (expected or {"refused"})
     assert (HOLDS_POSTGRESQL_DATA in info.value.refusals) is bool(expected)
+    assert [f.get("filesystems") for f in info.value.failures] == [["ssd"]]
 
 
 NOISY = """\

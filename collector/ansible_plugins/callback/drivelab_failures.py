@@ -13,7 +13,7 @@ name: drivelab_failures
 type: notification
 short_description: failures as JSON lines for the drivelab CLI
 description: >-
-  writes {host, task, msg[, refusal]} for each failed or unreachable task to
+  writes {host, task, msg[, refusal[, filesystems]]} for each failed or unreachable task to
   $DRIVELAB_FAILURES
 """
 
@@ -48,6 +48,13 @@ class CallbackModule(CallbackBase):
         codes = [r.get("refusal") for r in [res, *items] if isinstance(r.get("refusal"), str)]
         if codes:
             line["refusal"] = codes[0]
+            # the filesystems refused so (drive_format names its own)
+            names = [
+                r["filesystem"] for r in [res, *items]
+                if r.get("refusal") == codes[0] and isinstance(r.get("filesystem"), str)
+            ]  # fmt: skip
+            if names:
+                line["filesystems"] = names
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(line) + "\n")
 

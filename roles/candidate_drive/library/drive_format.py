@@ -137,10 +137,16 @@ def main():
     try:
         run(module)
     except Refusal as err:
-        module.fail_json(msg=f"refused: {err}", refusal=err.code)
+        # the filesystem refused, for a caller that acts on it (drivelab run releases its
+        # own PostgreSQL data on exactly those named with holds_postgresql_data)
+        module.fail_json(msg=f"refused: {err}", refusal=err.code, filesystem=module.params["name"])
     except (OSError, ValueError, KeyError) as err:  # a probe that errors is a refusal
         name = module.params["name"]
-        module.fail_json(msg=f"refused: {name}: {err.__class__.__name__}: {err}", refusal=REFUSED)
+        module.fail_json(
+            msg=f"refused: {name}: {err.__class__.__name__}: {err}",
+            refusal=REFUSED,
+            filesystem=name,
+        )
 
 
 def run(module):
