@@ -135,7 +135,7 @@ def telemetry(
     them and the live exporter at ``live_target``), or the inventory's existing one.
     ``reuse``: not run (None) when drivelab's own Prometheus was set up by this playbook
     with the same roles, inventory and live target and it, and every host's
-    node_exporter through it, answers now (:func:`collector.telemetry.current`)."""
+    node_exporter through it, answers now (:func:`telemetry_current`)."""
     inv_path = inventory or LOCAL_INVENTORY
     stamp = _stamp(inv_path, f"live_target={live_target}")
     where = telemetry_stamp_file(inv_path)
@@ -175,7 +175,7 @@ def telemetry_stamp_file(inventory: Path) -> Path | None:
     """Where drivelab's own Prometheus keeps the stamp of the telemetry playbook that set
     it up (its folder, ``prometheus_server_dir``); None for an inventory's own
     Prometheus (``prometheus_server_url``: the playbook runs every time)."""
-    hv = (load_inventory(inventory)["all"].get("vars")) or {}
+    hv = load_inventory(inventory)["all"].get("vars") or {}
     if hv.get("prometheus_server_url"):
         return None
     return Path(str(hv.get("prometheus_server_dir", PROMETHEUS_DIR))) / TELEMETRY_STAMP
