@@ -140,3 +140,53 @@ def test_a_command_that_cannot_be_run_is_recorded_as_not_started(tmp_path):
     what = f"pgbench not started: {tmp_path / 'no-such-pgbench'}: No such file or directory"
     assert record["error"] == what and what in err
     assert record["launched_at"] >= record["start_at"]
+
+
+def wait_for_file(path: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"no {path.name}"
+        time.sleep(0.02)
+
+
+def test_in_the_background_the_command_returns_once_armed_and_the_wrapper_goes_on(tmp_path):
+    """--background, as the role launches it: the command returns as soon as the pipe is
+    there, saying the wrapper's pid; the wrapper, in a session of its own, takes the
+    instant, starts the command and records it as in the foreground."""
+    rundir, fifo = tmp_path / "run", tmp_path / "run" / ".go"
+    proc = start(rundir, "--go", str(fifo), "--background")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and err == "", err
+    said = json.loads(out)
+    assert said["state"] == "armed" and stat.S_ISFIFO(fifo.stat().st_mode)
+    assert os.getsid(said["pid"]) == said["pid"] != os.getsid(0)
+    assert not (rundir / "command.json").exists()
+    hand_over(fifo, time.time() + 0.2, time.time())
+    wait_for_file(rundir / "command.json")
+    record = json.loads((rundir / "command.json").read_text())
+    assert record["rc"] == 7 and record["start_at"] <= record["launched_at"]
+    assert (rundir / "stdout.txt").read_text() == "started\n"
+    assert (rundir / "rc.txt").read_text() == "rc=7\n"
+
+
+def test_in_the_background_a_wrapper_that_cannot_arm_fails_the_command(tmp_path):
+    """What goes wrong before the wrapper is armed (here its run folder is a file) is
+    the command's own failure, on its stderr, exit 1: not a silent background process."""
+    (tmp_path / "run").write_text("not a folder")
+    proc = start(tmp_path / "run", "--go", str(tmp_path / "run" / ".go"), "--background")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and out == ""
+    assert "FileExistsError" in err or "NotADirectoryError" in err, err
+
+
+def test_a_command_still_running_at_the_deadline_is_ended_and_recorded(tmp_path):
+    """--deadline bounds the wrapper as async's timeout did: a pgbench still running
+    then gets SIGTERM; command.json says so and the rc is the signal's."""
+    rundir = tmp_path / "run"
+    began = time.monotonic()
+    proc = start(rundir, "--at", "0", "--deadline", "1", command=("sleep", "30"))
+    assert proc.wait(timeout=30) != 0
+    assert time.monotonic() - began < 10
+    record = json.loads((rundir / "command.json").read_text())
+    assert record["rc"] == -15
+    assert record["error"] == "pgbench still ran after the wrapper's deadline of 1 s: ended"

@@ -28,7 +28,7 @@ folder stays, a little later: the live view's follower ends when it has read the
 wrapper's ``rc.txt``, which it polls every 0.2 s, and it would miss it in a folder
 removed at once. A client whose outputs do not arrive within
 ``end_grace`` seconds of the planned end (its link cut, its wrapper killed) is named in
-``not_fetched`` and left to Ansible's own path (async_status, the ``fetch`` entry
+``not_fetched`` and left to Ansible's own path (the wait on the client, the ``fetch`` entry
 point), which reports it as it always did. Without ``run_dirs`` it returns 0.2 s after
 the instant: Ansible's next task forks a worker per client, CPU the clients would wake
 and connect on where they share the controller's cores.
