@@ -1,12 +1,22 @@
-"""The cold start of a measured run in one module run (roles/pgbench_run/library/
-drivelab_cold_start.py): its steps in the order the seeds' cold start needs (FACTS.md),
-the exit codes it lets pass, and what it refuses to touch."""
+"""The cold start of a measured run in one module run (roles/pgbench_run/module_utils/
+drivelab_coldstart.py, run by the modules drivelab_cold_start and drivelab_environment):
+its steps in the order the seeds' cold start needs (FACTS.md), the exit codes it lets
+pass, and what it refuses to touch."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from tests.unit.hostcode import library_module, module_util
+from tests.unit.hostcode import module_util
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
 
 
 def pgstart():
@@ -15,8 +25,8 @@ def pgstart():
 
 @pytest.fixture(scope="module")
 def cold():
-    pgstart()  # the module imports it from ansible.module_utils
-    return library_module("pgbench_run", "drivelab_cold_start")
+    pgstart()  # it imports it from ansible.module_utils
+    return module_util("pgbench_run", "drivelab_coldstart")
 
 
 def test_steps_in_order_for_every_client_database(cold):
@@ -104,6 +114,25 @@ def test_only_drivelabs_own_clusters_are_restarted(cold, cluster, ok):
 )  # fmt: skip
 def test_only_drivelabs_client_databases_are_vacuumed(cold, db, ok):
     assert bool(cold.DATABASE.match(db)) is ok
+
+
+def test_the_environment_module_refuses_another_cluster_before_touching_anything():
+    """The environment module asked for the cold start first (playbooks/pgbench.yml's
+    path) refuses a cluster that is not drivelab's as the cold start module does: one
+    line, marked as the cold start's failure (the role fails the run on it), no server
+    needed, since nothing is touched."""
+    proc = subprocess.run(
+        [str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,",
+         "-M", str(REPO / "roles/pgbench_run/library"), "-m", "drivelab_environment", "-a",
+         json.dumps({"port": 5999, "databases": ["drivelab_client1"],
+                     "cold_start": {"cluster": "main", "major": "15"}}), "-o"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=REPO,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
+    )  # fmt: skip
+    assert proc.returncode != 0
+    result = json.loads(proc.stdout.split("=>", 1)[1])
+    assert result["msg"] == "cold start: main is not a drivelab cluster: not touched"
+    assert result["cold_start_failed"] is True and "environment" not in result
 
 
 def test_the_start_after_the_drop_does_not_wait_for_pg_ctlclusters_sleeps(cold):

@@ -1,37 +1,16 @@
 #!/usr/bin/python
 """The cold start of one measured run, on the DB host, in one module run (each step as a
-task of its own cost a module run, 0.3-0.6 s, on the path of every repetition). Order from
-FACTS.md: what pgbench does before a run unless -n (vacuum branches and tellers, empty
-history) for every client database at once, so the clients' starts are not spread by
-their vacuums (pgbench then runs with -n); a CHECKPOINT, so the stop is quick; stop
-PostgreSQL (drop_caches does not empty shared_buffers); sync and drop the page cache;
-start; then warm each database's catalogs, pgbench_branches and pgbench_tellers and run
-one pgbench transaction (what pgbench reads before its clock starts: on a cold 120-IOPS
-drive that alone spread the clients' first transactions by 100-500 ms).
-
-A server that died (killed, crashed) is started first and recovers, so the next run
-starts from a clean server (pg_ctlcluster exit 2: "already running" / "not running").
-The start after the page-cache drop does not wait for pg_ctlcluster (run by the
-host's systemd unit, or directly where there is no systemd), which sleeps 2 s however
-soon the server is up: it waits for the server to accept connections itself
-(module_utils drivelab_pgstart, role drivelab's, a dependency of this role).
-Only drivelab's own clusters and databases: anything else is refused, nothing touched.
-The steps on the client databases (vacuum, warm, the one transaction) run for every
-database at once, a stage each: one after another they cost about 0.17 s per client
-database of every repetition. A step that fails ends the module with one line naming
-it (the other steps of its stage still end); ``seconds`` says what each step took,
-from the start of its stage."""
+task of its own cost a module run, 0.3-0.6 s, on the path of every repetition): the steps
+and their order are module_utils drivelab_coldstart's. A step that fails ends the module
+with one line naming it (the other steps of its stage still end); ``seconds`` says what
+each step took, from the start of its stage. playbooks/pgbench.yml has the module
+drivelab_environment do the cold start, then read the environment, in one module run;
+this module is the entry point ``cold`` on its own."""
 
 from __future__ import annotations
 
-import functools
-import os
-import re
-import subprocess
-import time
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.drivelab_pgstart import start as start_cluster
+from ansible.module_utils.drivelab_coldstart import cold_start, refusal
 
 DOCUMENTATION = r"""
 module: drivelab_cold_start
@@ -42,92 +21,6 @@ options:
   port: {type: int, required: true, description: the cluster's port}
   databases: {type: list, elements: str, required: true, description: "the client databases (drivelab_<client>)"}
 """
-
-CLUSTER = re.compile(r"^drivelab(_[A-Za-z0-9_-]+)?$")
-DATABASE = re.compile(r"^drivelab_[^\s/]+$")
-VACUUM = ("VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history")
-WARM = (
-    "SELECT count(*) FROM pg_class",
-    "SELECT count(*) FROM pgbench_branches",
-    "SELECT count(*) FROM pgbench_tellers",
-)
-
-
-def psql(port, db, commands, quiet=("-q",)):
-    argv = ["runuser", "-u", "postgres", "--", "psql", "-X", *quiet, "-v", "ON_ERROR_STOP=1",
-            "-p", str(port), "-d", db]  # fmt: skip
-    for command in commands:
-        argv += ["-c", command]
-    return argv
-
-
-def stages(major, cluster, port, databases, systemd=False):
-    """The steps in order, as stages: a stage's steps (step, argv or callable, exit codes
-    that are fine) touch one client database each and run at once; the stages run one
-    after another. A step per database one after another cost about 0.17 s per client
-    database of every repetition (3 processes each: 5 s at 32 clients). The start after
-    the page-cache drop waits only until the server accepts connections (module_utils
-    drivelab_pgstart), under systemd or not."""
-    ctl = ["pg_ctlcluster", major, cluster]
-    start = functools.partial(start_cluster, major, cluster, port, systemd)
-    pgbench = ["runuser", "-u", "postgres", "--", "pgbench", "-n", "-t", "1", "-c", "1",
-               "-p", str(port)]  # fmt: skip
-    return [
-        [("start if down", [*ctl, "start"], (0, 2))],
-        [(f"vacuum {db}", psql(port, db, VACUUM), (0,)) for db in databases],
-        [("checkpoint", psql(port, "postgres", ("CHECKPOINT",)), (0,))],
-        [("stop", [*ctl, "stop", "--mode=fast"], (0, 2))],
-        [("drop the page cache", drop_caches, (0,))],
-        [("start", start, (0,))],
-        [(f"warm {db}", psql(port, db, WARM, quiet=("-q", "-At")), (0,)) for db in databases],
-        [(f"one transaction on {db}", [*pgbench, db], (0,)) for db in databases],
-    ]
-
-
-def steps(major, cluster, port, databases, systemd=False):
-    """Every step of :func:`stages`, in order."""
-    return [step for stage in stages(major, cluster, port, databases, systemd) for step in stage]
-
-
-def run_stage(stage, seconds):
-    """Runs a stage's steps (a callable's alone, argv at once); records each one's
-    seconds; returns (step, rc, stderr) of the first that failed, else None."""
-    started = time.monotonic()
-    if len(stage) == 1 and callable(stage[0][1]):
-        name, what, fine = stage[0]
-        try:
-            rc, _out, err = what()
-        except OSError as exc:
-            rc, err = 1, str(exc)
-        seconds[name] = round(time.monotonic() - started, 3)
-        return None if rc in fine else (name, rc, err)
-    running = []
-    for name, argv, fine in stage:
-        try:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, text=True, errors="replace",
-            )  # fmt: skip
-        except OSError as exc:
-            for _, _, p in running:
-                p.kill()
-                p.wait()
-            return name, 1, str(exc)
-        running.append((name, fine, proc))
-    failed = None
-    for name, fine, proc in running:
-        _out, err = proc.communicate()
-        seconds[name] = round(time.monotonic() - started, 3)
-        if proc.returncode not in fine and failed is None:
-            failed = (name, proc.returncode, err)
-    return failed
-
-
-def drop_caches():
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w", encoding="ascii") as fh:
-        fh.write("3\n")
-    return 0, "", ""
 
 
 def main():
@@ -141,21 +34,13 @@ def main():
         supports_check_mode=False,
     )
     p = module.params
-    if not CLUSTER.match(p["cluster"]):
-        module.fail_json(msg=f"cold start: {p['cluster']} is not a drivelab cluster: not touched")
-    bad = [db for db in p["databases"] if not DATABASE.match(db)]
-    if bad:
-        module.fail_json(
-            msg=f"cold start: {', '.join(bad)}: not drivelab databases: nothing touched"
-        )
-    seconds = {}
-    systemd = os.path.isdir("/run/systemd/system")
-    for stage in stages(p["major"], p["cluster"], p["port"], p["databases"], systemd):
-        failed = run_stage(stage, seconds)
-        if failed:
-            name, rc, err = failed
-            last = ((err or "").strip().splitlines() or [f"exit {rc}"])[-1]
-            module.fail_json(msg=f"cold start: {name}: {last}", rc=rc, seconds=seconds)
+    refused = refusal(p["cluster"], p["databases"])
+    if refused:
+        module.fail_json(msg=refused)
+    seconds, failed = cold_start(p["major"], p["cluster"], p["port"], p["databases"])
+    if failed:
+        msg, rc = failed
+        module.fail_json(msg=msg, rc=rc, seconds=seconds)
     module.exit_json(changed=True, seconds=seconds)
 
 

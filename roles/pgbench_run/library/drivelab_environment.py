@@ -13,7 +13,15 @@ client databases live, which is then the path described) and the host's memory
 (module_utils drivelab_memory): three module runs on the path of every repetition
 were 0.8 s of it. Given ``snapshot_sql`` (the role's snapshot query), it reads the
 server's counters before the run as well, last, in the same module run (module_utils
-drivelab_psql): a module run of its own cost 0.4-0.6 s on that path."""
+drivelab_psql): a module run of its own cost 0.4-0.6 s on that path.
+
+Given ``cold_start`` (the cluster and its major version), the same module run first does
+the run's cold start (module_utils drivelab_coldstart; the module drivelab_cold_start
+alone cost a module run of its own, 0.5-1.0 s more on the DB host's path before every
+repetition in a profiled run): a failed cold start fails the module, naming its step
+(``cold_start_failed``); what fails after it is the environment's, and every result,
+failed or not, carries ``cold_start`` with each step's seconds. In check mode the cold
+start is not done."""
 
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.drivelab_coldstart import cold_start, refusal
 from ansible.module_utils.drivelab_memory import memory
 from ansible.module_utils.drivelab_psql import PsqlError, json_row, json_value
 
@@ -46,6 +55,12 @@ options:
   snapshot_sql:
     description: "with port: the role's snapshot query (one row), read last, returned as snapshot"
     type: str
+  cold_start:
+    description: "with port and databases: the cold start first, of this cluster (drivelab or drivelab_<fs>) of this major version"
+    type: dict
+    options:
+      cluster: {type: str, required: true}
+      major: {type: str, required: true}
 """
 
 #: one JSON row: the version, the settings the server was given (not the defaults, not
@@ -379,23 +394,54 @@ def postgresql(module, port, socket, databases):
         module.fail_json(msg=f"postgresql on port {port}: {oneline(str(err))}")
 
 
+class Module(AnsibleModule):
+    """Every result, failed or not, carries ``carry`` (what the cold start did)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.carry = {}
+
+    def exit_json(self, **kwargs):
+        super().exit_json(**{**kwargs, **self.carry})
+
+    def fail_json(self, msg, **kwargs):
+        super().fail_json(msg=msg, **{**kwargs, **self.carry})
+
+
 def main():
-    module = AnsibleModule(
+    module = Module(
         argument_spec={
             "path": {"type": "path"},
             "port": {"type": "int"},
             "databases": {"type": "list", "elements": "str", "default": []},
             "socket": {"type": "path", "default": "/var/run/postgresql"},
             "snapshot_sql": {"type": "str"},
+            "cold_start": {
+                "type": "dict",
+                "options": {
+                    "cluster": {"type": "str", "required": True},
+                    "major": {"type": "str", "required": True},
+                },
+            },
         },
         required_one_of=[("path", "port")],
-        required_by={"snapshot_sql": ("port",)},
+        required_by={"snapshot_sql": ("port",), "cold_start": ("port", "databases")},
         supports_check_mode=True,
     )
     p = module.params
     bad = [db for db in p["databases"] if not DATABASE.match(db)]
     if bad:
         module.fail_json(msg=f"databases: {', '.join(bad)}: not drivelab databases")
+    if p["cold_start"] and not module.check_mode:
+        cold = p["cold_start"]
+        refused = refusal(cold["cluster"], p["databases"])
+        if refused:
+            module.fail_json(msg=refused, cold_start_failed=True)
+        seconds, failed = cold_start(cold["major"], cold["cluster"], p["port"], p["databases"])
+        if failed:
+            module.fail_json(msg=failed[0], rc=failed[1], cold_start_failed=True, seconds=seconds)
+        # from here on a failure is the environment's: the cold start is done, and says so
+        module.carry = {"changed": True, "cold_start": {"seconds": seconds}}
     extra = {}
     if p["port"] is not None:
         pg = postgresql(module, p["port"], p["socket"], p["databases"])
@@ -419,7 +465,7 @@ def main():
             extra["snapshot"] = json_row(module, p["port"], p["socket"], p["snapshot_sql"])
         except PsqlError as err:
             module.fail_json(msg=f"snapshot of the server on port {p['port']}: {oneline(str(err))}")
-    module.exit_json(changed=False, environment=environment, **extra)
+    module.exit_json(environment=environment, **extra)
 
 
 if __name__ == "__main__":
