@@ -36,6 +36,8 @@ def host_module():
     """The module's file as Ansible ships it (its parsers are plain functions)."""
     module_util("drivelab", "drivelab_memory")  # it imports them from ansible.module_utils
     module_util("drivelab", "drivelab_psql")
+    module_util("drivelab", "drivelab_pgstart")
+    module_util("pgbench_run", "drivelab_coldstart")
     return library_module("pgbench_run", "drivelab_environment")
 
 
