@@ -403,7 +403,8 @@ class ScenarioRun:
                  for name in f.get("filesystems") or ()}
             ) or [r["name"] for r in request]  # fmt: skip
             self.console.print(f"releasing drivelab's PostgreSQL data on {', '.join(held)}")
-            runner.release(held, inventory=self.opts.inventory, stream=self.opts.verbose)
+            runner.release(held, inventory=self.opts.inventory, stream=self.opts.verbose,
+                           provisioned=True, pg_major=self._pg_major)  # fmt: skip
             runner.prepare_drives(request, **drives)
 
     def batch_facts(self) -> dict[str, str] | None:
