@@ -170,13 +170,14 @@ def test_in_the_background_the_command_returns_once_armed_and_the_wrapper_goes_o
 
 
 def test_in_the_background_a_wrapper_that_cannot_arm_fails_the_command(tmp_path):
-    """What goes wrong before the wrapper is armed (here its run folder is a file) is
-    the command's own failure, on its stderr, exit 1: not a silent background process."""
-    (tmp_path / "run").write_text("not a folder")
-    proc = start(tmp_path / "run", "--go", str(tmp_path / "run" / ".go"), "--background")
+    """What goes wrong after the wrapper went to the background and before it armed (here
+    its named pipe's folder does not exist) is the command's own failure, on its stderr,
+    exit 1: not a silent background process."""
+    proc = start(tmp_path / "run", "--go", str(tmp_path / "no-such-folder" / ".go"), "--background")
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 1 and out == ""
-    assert "FileExistsError" in err or "NotADirectoryError" in err, err
+    assert "FileNotFoundError" in err, err
+    assert not (tmp_path / "run" / "command.json").exists()
 
 
 def test_a_command_still_running_at_the_deadline_is_ended_and_recorded(tmp_path):
