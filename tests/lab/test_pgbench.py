@@ -178,6 +178,36 @@ def test_a_checkpoint_inside_the_window_is_flagged_with_its_deltas(pg, monkeypat
     assert stored["pg_wal"]["bytes"] == wal["bytes"]
 
 
+def test_a_database_stage_again_finds_the_init_marker_and_does_not_initialise(pg):
+    """pgbench -i runs once per drive, placement and scale: the database stage leaves the
+    init marker on each database it filled (in the facts module's run on the DB host), so
+    the same stage again finds them initialised and leaves them as they are."""
+    runner = pg["runner"]
+    from collector.runfolder import DATABASE_JSON, DB_DIR  # noqa: PLC0415
+
+    cell = runner.Cell(
+        "pgbench-test", "nvme", "ext4", "tablespace", 5,
+        pgbench=runner.PgbenchOptions(clients_per_host=4, threads=2, duration=10),
+    )  # fmt: skip
+    ran = []
+    for _ in range(2):
+        pg["logs"].append(runner.prepare_database(cell).log)
+        doc = json.loads((cell.cell_dir() / DB_DIR / DATABASE_JSON).read_text(encoding="utf-8"))
+        ran.append({client: v["ran"] for client, v in doc["init"].items()})
+    assert ran[1] == {"client1": False, "client2": False}, ran
+    query = (  # a fixed query, no input in it
+        "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database"
+        " WHERE datname LIKE 'drivelab_client%' ORDER BY 1"
+    )
+    proc = on(DB_ADDR, f'su postgres -c "psql -p {PORT} -At -c \\"{query}\\""')
+    assert proc.returncode == 0, proc.stderr
+    marker = "drivelab: pgbench -i -s 5  on nvme (tablespace)"
+    assert proc.stdout.split("\n")[:2] == [
+        f"drivelab_client1|{marker}",
+        f"drivelab_client2|{marker}",
+    ]
+
+
 def test_the_stored_run_carries_its_environment(pg):
     """The environment of the nvme tablespace run above (made here when run alone), as
     stored: the drive's mount as mounted, this machine's kernel, the server's settings."""

@@ -1305,11 +1305,10 @@ COMMAND_VARS = {
     "item.version": "pg_lsclusters",
     "item.cluster": "pg_lsclusters",
 }
-#: SQL with an interpolated expression: only the client's database name, which
-#: scenario.validate_against_inventory keeps to CLIENT_NAME (reported: the role should
-#: quote it, and preflight should check host names for runs without drivelab)
+#: SQL with an interpolated expression (the init marker's COMMENT ON DATABASE, which
+#: interpolated the client's database name, is now drivelab_db_facts', with the names
+#: as psql variables)
 SQL_VARS = {
-    "'drivelab_' ~ inventory_hostname": "drivelab_<client>, CLIENT_NAME",
     # pgbench_run's stats query, a constant of its vars/main.yml in which only the
     # major version chooses which views are read (test_the_stats_query_is_a_constant)
     "__pgbench_run_stats_sql": "constant SQL",
