@@ -23,7 +23,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as sps
+
+# scipy.stats itself (0.4-0.7 s to import, most of a report's start) only where Welch's
+# test runs: the t quantiles are scipy.special's stdtrit, which scipy.stats' t.ppf calls
+from scipy import special
 
 from collector.clientstats import (
     client_result,
@@ -96,7 +99,7 @@ def summarize(values: Iterable[float], confidence: float = CONFIDENCE) -> Summar
     if n == 1:
         return Summary(1, mean, None, None, None, None, confidence)
     sd = float(xs.std(ddof=1))
-    half = float(sps.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
+    half = float(special.stdtrit(n - 1, 0.5 + confidence / 2)) * sd / math.sqrt(n)
     cv = sd / mean if mean else None
     return Summary(n, mean, sd, mean - half, mean + half, cv, confidence)
 
@@ -130,7 +133,7 @@ def ratio(
     if se == 0:
         return Ratio(r, r, r, confidence)
     df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
-    t = float(sps.t.ppf(0.5 + confidence / 2, df))
+    t = float(special.stdtrit(df, 0.5 + confidence / 2))
     return Ratio(r, r * math.exp(-t * se), r * math.exp(t * se), confidence)
 
 
@@ -161,6 +164,8 @@ def welch(baseline: Sequence[float], contender: Sequence[float], alpha: float = 
     if b.stddev == 0 and c.stddev == 0:
         same = b.mean == c.mean
         return Welch(b, c, diff, None, None, 1.0 if same else 0.0, not same, alpha)
+    from scipy import stats as sps  # noqa: PLC0415  (see the imports)
+
     res = sps.ttest_ind(np.asarray(contender), np.asarray(baseline), equal_var=False)
     va, vb = c.stddev**2 / c.n, b.stddev**2 / b.n  # type: ignore[operator]
     df = (va + vb) ** 2 / (va**2 / (c.n - 1) + vb**2 / (b.n - 1))
