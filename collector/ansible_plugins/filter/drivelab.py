@@ -4,7 +4,9 @@ from __future__ import annotations
 import getpass
 import multiprocessing
 import os
+import re
 import socket
+from collections.abc import Mapping, Sequence
 
 
 def drivelab_hba_rules(clients, hostvars, prefix="drivelab_"):
@@ -118,6 +120,81 @@ def drivelab_lease_gone(record):
     return start is None or (record.get("pid_start") is not None and start != record["pid_start"])
 
 
+def _is_int(value):
+    # as Jinja's `integer` test: a bool is not a whole number here
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_list(value):
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+#: a candidate drive's settings that are true or false (a string "no" would be true)
+FLAGS = ("wipe", "allow_loop", "power_loss_protection")
+
+
+def drivelab_preflight_drives(drives, pattern):
+    """The inventory's candidate_drives (a list), each entry checked: the messages of
+    the wrong ones (index and name), [] when all are right. One filter run where an
+    assert looped over the entries (0.14 s of every playbook's preflight)."""
+    if not _is_list(drives):
+        return ["candidate_drives must be a list of drives in the inventory"]
+    bad = []
+    for i, d in enumerate(drives):
+        ok = isinstance(d, Mapping) and all((
+            isinstance(d.get("name"), str) and re.match(pattern, d["name"]),
+            isinstance(d.get("device"), str) and d["device"].startswith("/dev/"),
+            all(isinstance(d.get(k, False), bool) for k in FLAGS),
+            "size_bytes" not in d or _is_int(d["size_bytes"]),
+            "serial" not in d or isinstance(d["serial"], str),
+            "rpm" not in d or (_is_int(d["rpm"]) and d["rpm"] >= 0),
+        ))  # fmt: skip
+        if not ok:
+            name = d.get("name", "no name") if isinstance(d, Mapping) else "no name"
+            bad.append(
+                f"candidate_drives[{i}] ({name}): needs name (matching {pattern}), device"
+                " (/dev/...); wipe, allow_loop and power_loss_protection must be true or false"
+                " (not strings), size_bytes a whole number, serial a string, rpm a whole number"
+                " of revolutions per minute (0: does not rotate)"
+            )
+    return bad
+
+
+MOUNT_OPTIONS = re.compile(r"^[A-Za-z0-9_=,.:/-]+$")
+
+
+def drivelab_preflight_request(request, drives, pattern):
+    """candidate_drive_request (a list), each filesystem checked against the inventory's
+    candidate_drives: the messages of the wrong ones, [] when all are right."""
+    if not _is_list(request):
+        return ["candidate_drive_request must be a list of filesystems"]
+    names = [d.get("name") for d in drives or [] if isinstance(d, Mapping)]
+    taken = [r.get("name") for r in request if isinstance(r, Mapping)]
+    bad = []
+    for i, r in enumerate(request):
+        ok = isinstance(r, Mapping) and all((
+            isinstance(r.get("name"), str) and re.match(pattern, r["name"]),
+            _is_list(r.get("drives")) and len(r["drives"]) > 0
+            and all(x in names for x in r["drives"]),
+            r.get("fs", "ext4") in ("ext4", "xfs", "btrfs"),
+            r.get("raid_level", "none") in ("none", "raid0", "raid1", "raid5", "raid10"),
+            r.get("raid_method", "btrfs") in ("btrfs", "mdadm"),
+            _is_list(r.get("mkfs_options", [])),
+            isinstance(r.get("mount_options", "noatime"), str)
+            and MOUNT_OPTIONS.match(r.get("mount_options", "noatime")),
+            taken.count(r.get("name")) == 1,
+        ))  # fmt: skip
+        if not ok:
+            name = r.get("name", "no name") if isinstance(r, Mapping) else "no name"
+            bad.append(
+                f"candidate_drive_request[{i}] ({name}): needs a unique name matching {pattern},"
+                f" drives out of candidate_drives ({', '.join(str(n) for n in names)}), fs"
+                " ext4|xfs|btrfs, raid_level none|raid0|raid1|raid5|raid10, raid_method"
+                " btrfs|mdadm, mkfs_options a list, mount_options a plain option string"
+            )
+    return bad
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -125,4 +202,6 @@ class FilterModule:
             "drivelab_init_facts": drivelab_init_facts,
             "drivelab_lease_holder": drivelab_lease_holder,
             "drivelab_lease_gone": drivelab_lease_gone,
+            "drivelab_preflight_drives": drivelab_preflight_drives,
+            "drivelab_preflight_request": drivelab_preflight_request,
         }
