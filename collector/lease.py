@@ -126,17 +126,9 @@ class SshTransport:
         self.command = f"{sudo}python3 -c {shlex.quote(code)}"
 
     def _connect(self) -> Any:
-        import paramiko  # noqa: PLC0415
+        from collector.sshhosts import connect  # noqa: PLC0415
 
-        from collector.live.trust import KnownHostsPolicy  # noqa: PLC0415
-
-        client = paramiko.SSHClient()
-        client.set_missing_host_key_policy(KnownHostsPolicy(self.ssh["known_hosts"]))
-        client.connect(
-            self.ssh["host"], port=self.ssh["port"], username=self.ssh["user"],
-            key_filename=self.ssh["key"], look_for_keys=False, allow_agent=False,
-            timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout,
-        )  # fmt: skip
+        client = connect(self.ssh, self.timeout)
         transport = client.get_transport()
         if transport is not None:
             transport.set_keepalive(5)

@@ -88,9 +88,21 @@ class Progress:
         return f"[run {self.done}/{self.total}, {minutes}]"
 
 
-def preflight(inventory: Path, console: Console) -> None:
+def preflight(inventory: Path, console: Console, hosts: dict[str, Any] | None = None) -> None:
     """Every host answers over SSH before any drive is touched; else one line naming it.
-    Read from Ansible's JSON output (its ``json`` callback), never from its words."""
+    ``hosts``: the parsed inventory; when its file gives every host a key and a
+    known_hosts file, they are asked over SSH directly, all at once (a command that does
+    nothing; 0.2-0.3 s where Ansible's ping took 1.3 s). Any other case, and any host
+    that does not answer so, is Ansible's to judge (its view of the inventory is the one
+    that counts): read from its JSON output (its ``json`` callback), never its words."""
+    if hosts is not None:
+        from collector import sshhosts  # noqa: PLC0415
+
+        settings = sshhosts.settings_of(hosts, sshhosts.all_hosts(hosts))
+        answers = sshhosts.on_all(settings or {}, lambda _host: "true")
+        if settings and all(a.rc == 0 for a in answers.values()):
+            console.print(f"preflight: {len(answers)} hosts answer over SSH")
+            return
     env = dict(
         os.environ,
         ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
@@ -177,7 +189,7 @@ class ScenarioRun:
     def _run(self) -> Progress:
         opts = self.opts
         self.check_stored_settings()
-        preflight(opts.inventory, self.console)
+        preflight(opts.inventory, self.console, self.inventory)
         self.lease = lab_lease.Lease(
             lab_lease.transport_for(opts.inventory, self.inventory, self.db_host),
             lab_lease.settings(self.inventory, self.db_host), self.db_host,
