@@ -1,0 +1,66 @@
+"""Action ``lab_caps`` (the lab role's entry point ``caps``): the IOPS caps of the lab's
+drives on the DB host's cgroup set exactly to ``throttle`` ([] lifts them all), on cgroup
+v1 (blkio) or v2 (io.max). The cgroups are the lab machine's, which is the controller:
+this runs there, in the worker of the task, with no module sent anywhere, through the
+same code the module ``lab_cgroup`` runs (module_utils ``drivelab_cgroup``, loaded from
+this role's folder). ``lab_cgroup`` run on localhost cost a module run, 0.35-0.45 s, and
+a cell's stages lift and put back the caps four to six times. In check mode it only says
+whether anything would change. The group must be the lab's own (named drivelab...)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+from ansible.plugins.action import ActionBase
+
+ARGUMENT_SPEC = {
+    "name": {"type": "str", "required": True},
+    "root": {"type": "str", "default": "/sys/fs/cgroup"},
+    "hierarchy": {"type": "str", "default": "auto", "choices": ["auto", "v1", "v2"]},
+    "throttle": {"type": "list", "elements": "dict", "default": []},
+}
+
+_ROLE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_UTILS = os.path.join(_ROLE, "module_utils", "drivelab_cgroup.py")
+
+
+def cgroup_utils():
+    """module_utils drivelab_cgroup of this role, as a module of the controller's own."""
+    name = "drivelab_lab_action_cgroup"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, _UTILS)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+def major_minor(device):
+    st = os.stat(device)
+    return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        if not args["name"].startswith("drivelab") or "/" in args["name"]:
+            msg = f"cgroup {args['name']}: not a lab name (must start with drivelab)"
+            result.update(failed=True, msg=msg)
+            return result
+        cg = cgroup_utils()
+        fs = cg.Cgroupfs()
+        try:
+            h = cg.choose(args["root"], args["hierarchy"])
+            caps = cg.want_caps(args["throttle"], major_minor)
+            changed = cg.ensure(fs, h, args["name"], None, caps, check_mode=self._task.check_mode)
+        except (cg.CgroupError, OSError) as err:
+            result.update(failed=True, msg=str(err), writes=fs.log)
+            return result
+        result.update(changed=changed, hierarchy=h.describe(), writes=fs.log)
+        return result
