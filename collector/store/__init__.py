@@ -192,6 +192,10 @@ class Store(Reads):
                 f"{self.path}: schema version {current} is newer than this drivelab's "
                 f"({SCHEMA_VERSION}); upgrade drivelab"
             )
+        if current == 0 and self.db.tables():
+            # another controller may be making this very store: its first migration's
+            # tables can show between our two reads; asked again behind its schema lock
+            current = self._version_behind_the_schema_lock()
         if current == 0:
             if self.db.tables():
                 what = "an SQLite file" if self.db.kind == "sqlite" else "a PostgreSQL database"
@@ -221,6 +225,13 @@ class Store(Reads):
                         )
                     cur.execute("DELETE FROM schema_version")
                     cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+    def _version_behind_the_schema_lock(self) -> int:
+        """The schema version once no other controller is migrating (the lock its
+        migrations hold, then released at once)."""
+        with self.transaction() as cur:
+            self.db.lock_schema(cur)
+            return self.version(cur)
 
     @contextmanager
     def transaction(self) -> Iterator[Cursor]:

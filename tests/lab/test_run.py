@@ -311,7 +311,8 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     steps of -T 8, the bracket's top broken twice if it broke by its p99 alone (CI runs
     had 72/s break at p99 696 ms between 56 and 94, with 84/s then holding, and 56/s
     break and later hold: such a break is run again at once); then a real run at 1.5
-    times the sustained rate, on the same database, breaks the target."""
+    times the sustained rate, on the same database, breaks the target (a hold there is
+    run once more, and one of the two breaks it)."""
     from collector import ratesearch as rs  # noqa: PLC0415
     from collector import runner  # noqa: PLC0415
     from collector import scenario as sc  # noqa: PLC0415
@@ -370,19 +371,26 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     planned = sc.expand(sc.load(scenario), sc.load_inventory(inventory))[0]
     over = 2 * math.ceil(held * 1.5 / 2)
     cell = step_cell(planned.cell, over)
-    # repetition 2: if 1.5 times is a rate the search ran (and confirmed: repetition 1),
-    # its step's folders stay
-    run_dir = runner.run_pgbench(cell, 2, client_hosts=list(cell.hosts), db_host="dbhost",
-                                 inventory=inventory, cold_start=False)  # fmt: skip
-    gathered = gather_run(run_dir)
-    window = gathered.run.facts.get("latency_window")
-    complete = gathered.run.status.value == "complete"
-    obs = rs.observation(over, window, complete=complete, reason=gathered.run.reason)
-    holds, why = obs.verdict(200)
-    print(f"1.5 x {held} = {over}/s total: {why}")
-    assert complete, gathered.run.reason
-    assert not holds, why
-    assert obs.p99_ms is not None and obs.p99_ms > 200, why
+    # repetitions 2 and 3: if 1.5 times is a rate the search ran (and confirmed:
+    # repetition 1), its step's folders stay. A hold there is run once more, as the search
+    # runs a break by p99 alone again: a CI run had 94/s break twice at p99 340 ms, then
+    # 108/s hold at 174 ms in one 8 s run; the rate must break in one of the two
+    seen = []
+    for rep in (2, 3):
+        run_dir = runner.run_pgbench(cell, rep, client_hosts=list(cell.hosts), db_host="dbhost",
+                                     inventory=inventory, cold_start=False)  # fmt: skip
+        gathered = gather_run(run_dir)
+        window = gathered.run.facts.get("latency_window")
+        complete = gathered.run.status.value == "complete"
+        obs = rs.observation(over, window, complete=complete, reason=gathered.run.reason)
+        holds, why = obs.verdict(200)
+        print(f"1.5 x {held} = {over}/s total, run {rep - 1}: {why}")
+        assert complete, gathered.run.reason
+        seen.append(why)
+        if not holds:
+            break
+    assert not holds, seen
+    assert obs.p99_ms is not None and obs.p99_ms > 200, seen
 
 
 RATE_SWEEP = """\
