@@ -599,15 +599,6 @@ class Sshd:
         )
 
 
-@pytest.fixture
-def sshd(tmp_path):
-    server = Sshd(tmp_path)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def _children(pid: int) -> list[int]:
     out = []
     for entry in Path("/proc").iterdir():

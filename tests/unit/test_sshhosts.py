@@ -21,15 +21,6 @@ from tests.unit.test_live import Sshd, _free_port
 pytestmark = pytest.mark.sshd
 
 
-@pytest.fixture
-def sshd(tmp_path):
-    server = Sshd(tmp_path)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def host(sshd: Sshd, port: int | None = None) -> dict:
     return {
         "ansible_host": "127.0.0.1",
