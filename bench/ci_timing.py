@@ -6,7 +6,8 @@ Clones the committed HEAD into a temporary folder and runs `bash .ci/run` there 
 does, its output passed through as it comes; afterwards `make down` and the clone
 removed, even on failure. Writes the section ``ci`` of docs/benchmarks.md: exit code,
 wall time, how much of it went to set-up and lint (until pytest starts) and to pytest,
-pytest's summary line and its slowest tests. Needs root and no lab up. About an hour.
+pytest's summary line, its slowest tests and the lab tests' time by file. Needs root
+and no lab up. About 45 minutes.
 
     flock /tmp/drivelab-lab.lock .venv/bin/python bench/ci_timing.py   # as root
 """
@@ -30,6 +31,8 @@ SUMMARY = re.compile(r"^=+ (?P<what>.*\d+ (passed|failed|error).*) in [\d.]+s.* 
 #: a line of --durations: "321.00s setup    tests/lab/test_pretests.py::test_x"
 DURATION = re.compile(r"^(?P<sec>\d+\.\d+)s (?P<when>setup|call|teardown)\s+(?P<test>\S+)")
 SLOWEST = 10
+#: tests/conftest.py's summary: "lab time    412.3 s  tests/lab/test_run.py"
+LAB_TIME = re.compile(r"^lab time\s+(?P<sec>\d+\.\d) s  (?P<what>.+)$")
 
 
 def git(*args: str) -> str:
@@ -69,6 +72,7 @@ def main() -> None:
         shutil.rmtree(clone, ignore_errors=True)
     summary = next((m["what"] for ln in reversed(lines) if (m := SUMMARY.match(ln))), None)
     slow = [m for ln in lines if (m := DURATION.match(ln))][:SLOWEST]
+    by_file = [m for ln in lines if (m := LAB_TIME.match(ln))]
     print(f"\n.ci/run: exit {rc}, {seconds:.0f} s; pytest: {summary or 'no summary line'}")
     split = (
         f" Set-up and lint (until pytest started): {pytest_at:.0f} s; pytest:"
@@ -94,6 +98,16 @@ def main() -> None:
             "| s | step | test |",
             "|---:|---|---|",
             *(f"| {m['sec']} | {m['when']} | `{m['test']}` |" for m in slow),
+        ]
+    if by_file:
+        body += [
+            "",
+            "Lab tests' time by file (set-up, calls and teardown; lab tests run one at a"
+            " time, beside the unit tests):",
+            "",
+            "| s | file |",
+            "|---:|---|",
+            *(f"| {m['sec']} | `{m['what']}` |" for m in by_file),
         ]
     update_section("ci", "\n".join(body).rstrip())
     sys.exit(rc)

@@ -28,6 +28,28 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return LabTestsTogether(config, log)
 
 
+#: seconds spent in each lab test file (set-up, call and teardown), for the summary
+_lab_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.nodeid.startswith("tests/lab/"):
+        path = report.nodeid.split("::", 1)[0]
+        _lab_seconds[path] = _lab_seconds.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Where the lab tests' time went, by file (make test's 30 minutes are mostly
+    theirs); bench/ci_timing.py keeps these lines in docs/benchmarks.md."""
+    if not _lab_seconds:
+        return
+    tr = terminalreporter
+    tr.section("lab time by file")
+    for path, sec in sorted(_lab_seconds.items(), key=lambda kv: -kv[1]):
+        tr.write_line(f"lab time {sec:8.1f} s  {path}")
+    tr.write_line(f"lab time {sum(_lab_seconds.values()):8.1f} s  all lab tests")
+
+
 SCENARIO = "two-drives"
 #: hdd runs at 1/30 of the captured figures, the way a 120-IOPS drive did in the lab
 HDD_FACTOR = 1 / 30
