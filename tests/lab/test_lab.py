@@ -106,6 +106,13 @@ def test_db_host_runs_in_its_cgroups(lab3):
     assert lab_inventory()["all"]["vars"]["drivelab_lab_cgroup"] == "v1"
 
 
+def test_a_host_command_runs_in_a_shell_that_reads_no_rc_file(lab3):
+    """The hosts share the controller's /root; a command sent over SSH does not run
+    root's .bashrc first (bash started by sshd sources it when it is a top-level shell,
+    SHLVL 1; the lab's sshd makes it a nested one)."""
+    assert on_db_host('echo "$SHLVL"').split() == ["2"]
+
+
 def test_drive_classes_hold_their_caps(lab3):
     drives = {d["name"]: d["device"] for d in lab3["drives"]}
     hdd = fio_randread_iops(drives["hdd7200"])
