@@ -351,9 +351,12 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     by_rate = {s["rate"]: s for s in steps}
     assert by_rate[held]["holds"] and by_rate[held]["p99_ms"] <= 200
     top = by_rate[broke]
-    assert not top["holds"] and top["runs"] == (2 if top["p99_only"] else 1)
-    assert doc["break_confirmed"] is top["p99_only"]
-    assert (f"breaks at {broke} twice" in doc["text"]) is top["p99_only"]
+    # a break by p99 alone is run again to confirm it; the second run may break by its
+    # lag as well (CI: 122/s at p99 876 ms, then not sustained): confirmed all the same
+    assert not top["holds"] and top["runs"] in (1, 2)
+    assert top["runs"] == 2 or not top["p99_only"]
+    assert doc["break_confirmed"] is (top["runs"] == 2)
+    assert (f"breaks at {broke} twice" in doc["text"]) is (top["runs"] == 2)
     assert len(windows) == len(steps)  # one cell per rate searched
     assert sorted(p.name for p in (results / "runs" / "rate-search").iterdir()) == sorted(
         ["hdd7200-ext4-cluster-s5-h2-tpcb"]

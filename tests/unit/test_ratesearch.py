@@ -201,6 +201,21 @@ def test_result_text_and_json():
     }  # fmt: skip
 
 
+def test_a_break_by_p99_alone_confirmed_by_one_with_lag_counts_as_confirmed():
+    """The lab's rate search (CI, 2026-11-27): 122/s broke at p99 876 ms with the rate
+    sustained, was run again to confirm and then also fell behind. The step broke in
+    both runs, not by its p99 alone in both: confirmed, and not run a third time."""
+    spec = rs.SearchSpec(p99_ms=200, low=94, high=122, quantum=2, within_pct=25)
+    obs = [rs.Observation(94, 194.6, True, True), rs.Observation(122, 876.5, True, True)]
+    assert rs.next_step(spec, obs) == rs.Decision(122, why="confirm")
+    obs.append(rs.Observation(122, 1400.0, False, True, "rate not sustained: lag grew"))
+    result = rs.next_step(spec, obs).result
+    assert result is not None and result.breaks_at == 122 and result.holds_at == 94
+    top = result.steps[1]
+    assert (top.runs, top.holds, top.p99_only) == (2, False, False)
+    assert result.confirmed and "breaks at 122 twice" in result.text
+
+
 @pytest.mark.parametrize("model_capacity", [50, 333, 5000])
 def test_resume_from_any_prefix_asks_the_same_next_rate(model_capacity):
     """The state is the stored steps: a search killed after k steps and started again
