@@ -7,7 +7,7 @@ does, its output passed through as it comes; afterwards `make down` and the clon
 removed, even on failure. Writes the section ``ci`` of docs/benchmarks.md: exit code,
 wall time, how much of it went to set-up and lint (until pytest starts) and to pytest,
 pytest's summary line, its slowest tests and the lab tests' time by file. Needs root
-and no lab up. About 45 minutes.
+and no lab up. 45 to 55 minutes on the 2-core lab machine.
 
     flock /tmp/drivelab-lab.lock .venv/bin/python bench/ci_timing.py   # as root
 """
