@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_live import Sshd
+from tests.unit.sshd import Sshd
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from collector import scenariorun, sshhosts
 from collector.errors import DrivelabError
-from tests.unit.test_live import Sshd, _free_port
+from tests.unit.sshd import Sshd, free_port
 
 pytestmark = pytest.mark.sshd
 
@@ -53,7 +53,7 @@ def test_every_host_answering_passes_without_ansible(sshd, tmp_path, monkeypatch
 
 
 def test_a_host_not_answering_is_left_to_ansible_which_names_it(sshd, tmp_path, monkeypatch):
-    gone = host(sshd, port=_free_port())  # nothing listens there: refused at once
+    gone = host(sshd, port=free_port())  # nothing listens there: refused at once
     path, doc = inventory(tmp_path, {"db1": host(sshd)}, {"gone": gone})
     answers = sshhosts.on_all(sshhosts.settings_of(doc, ["db1", "gone"]), lambda h: "true")
     assert answers["db1"].rc == 0 and answers["gone"].rc is None and answers["gone"].err
