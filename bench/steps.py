@@ -73,7 +73,9 @@ def inner(scenario_path: str, timings: str) -> int:
     out = open(timings, "a", encoding="utf-8")  # noqa: SIM115  (the process's lifetime)
     # for the playbooks only: the preflight's ad-hoc ping reads Ansible's JSON output
     profiled = {
-        "ANSIBLE_CALLBACKS_ENABLED": "drivelab_failures,ansible.posix.profile_tasks",
+        "ANSIBLE_CALLBACKS_ENABLED": (
+            "drivelab_failures,drivelab_module_cache,ansible.posix.profile_tasks"
+        ),
         "PROFILE_TASKS_SORT_ORDER": "none",
         "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "all",
     }

@@ -1,0 +1,188 @@
+# Keeps Ansible's module payloads (AnsiballZ: a module zipped with the module_utils it
+# imports) from one ansible-playbook run to the next. Ansible builds them into a folder of
+# its own run's temporary directory, so every run builds each module it uses again: the
+# first run of a module in a playbook cost 0.15-0.2 s more than the next ones, about 1 s
+# of a 7 s database playbook (docs/scaling.md). When a playbook starts, this plugin fills
+# that folder from a lasting one, ~/.ansible/drivelab-module-cache/<key>, and when it
+# ends, adds to it what the run built. The key is a hash of everything a payload is built
+# from: ansible-core's and the collections' versions and install paths, and the content
+# of every file in the folders outside them that modules and module_utils come from (each
+# role's library/ and module_utils/ under the roles path and beside the playbook, the
+# configured library and module_utils paths, collections installed outside the venv). An
+# edited module is a new key, never a stale payload. Payloads are hard links put in place
+# by rename, so runs at the same time share a key safely, and a run never reads from the
+# lasting folder after it started: keys beyond the newest eight that no run used for an
+# hour are removed. A folder not this user's own, or any error, leaves Ansible's own
+# per-run cache as it is (with a warning for an error).
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import stat
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from ansible import constants as C
+from ansible.plugins.callback import CallbackBase
+from ansible.release import __version__ as ANSIBLE_CORE_VERSION
+
+DOCUMENTATION = """
+name: drivelab_module_cache
+type: aggregate
+short_description: Ansible's module payload cache kept between runs, keyed by its sources
+description: >-
+  points the AnsiballZ cache of this run at ~/.ansible/drivelab-module-cache/<key>, the key
+  a hash of ansible-core, the collections and the content of every module and module_utils
+  folder modules are found in
+"""
+
+ROOT = "~/.ansible/drivelab-module-cache"
+#: keys kept whatever their age (the newest by use), and the idle time after which others go
+KEEP = 8
+MAX_AGE_S = 3600
+KEY = re.compile(r"^[0-9a-f]{32}$")
+#: Ansible's own name for its per-run cache folder (ansible.executor.module_common)
+CACHE_NAME = "ansiballz_cache"
+
+
+def module_dirs(basedir: str) -> list[Path]:
+    """Every folder outside the installed packages that modules or module_utils of a run
+    of a playbook in ``basedir`` can come from."""
+    dirs = [Path(p) for p in [*C.DEFAULT_MODULE_PATH, *C.DEFAULT_MODULE_UTILS_PATH]]
+    base = Path(basedir)
+    dirs += [base / "library", base / "module_utils"]
+    for roles in [*C.DEFAULT_ROLES_PATH, str(base / "roles")]:
+        root = Path(roles)
+        if root.is_dir():
+            for role in sorted(root.iterdir()):
+                dirs += [role / "library", role / "module_utils"]
+    for path in C.COLLECTIONS_PATHS:
+        found = Path(path) / "ansible_collections"
+        if found.is_dir() and not found.resolve().is_relative_to(Path(sys.prefix).resolve()):
+            dirs += sorted(found.glob("*/*/plugins/modules"))
+            dirs += sorted(found.glob("*/*/plugins/module_utils"))
+    return [d for d in dict.fromkeys(d.resolve() for d in dirs) if d.is_dir()]
+
+
+def cache_key(basedir: str) -> str:
+    """A hash of what this run's payloads are built from."""
+    h = hashlib.sha256()
+    try:
+        collections = metadata.version("ansible")
+    except metadata.PackageNotFoundError:
+        collections = "none"
+    for part in (ANSIBLE_CORE_VERSION, collections, sys.prefix, C.__file__):
+        h.update(f"{part}\0".encode())
+    for folder in module_dirs(basedir):
+        for dirpath, dirnames, filenames in os.walk(folder):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                path = os.path.join(dirpath, name)
+                h.update(f"{path}\0".encode())
+                with open(path, "rb") as fh:
+                    h.update(hashlib.sha256(fh.read()).digest())
+    return h.hexdigest()[:32]
+
+
+def own_folder(path: Path) -> bool:
+    """Made if missing; a folder of this user's that no one else can write to."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(path)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def payloads(folder: Path) -> list[Path]:
+    """The payloads in a cache folder (not Ansible's lock files or part-written ones)."""
+    return sorted(
+        p for p in folder.iterdir()
+        if p.is_file() and not p.name.endswith((".lock", "-part", ".tmp"))
+    )  # fmt: skip
+
+
+def link_or_copy(src: Path, dest: Path) -> None:
+    """``dest`` as ``src``, put in place at once (a hard link where it can be)."""
+    part = dest.with_name(f"{dest.name}.{os.getpid()}.tmp")
+    try:
+        os.link(src, part)
+    except OSError:
+        shutil.copyfile(src, part)
+    os.replace(part, dest)
+
+
+def prune(root: Path, now: float) -> None:
+    """Keys beyond the newest KEEP that were not used for MAX_AGE_S (a run reads its
+    payloads from its own folder: removing a key never disturbs one)."""
+    keys = sorted(
+        (p for p in root.iterdir() if KEY.match(p.name) and p.is_dir() and not p.is_symlink()),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in keys[KEEP:]:
+        if now - old.stat().st_mtime > MAX_AGE_S:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+class Cache:
+    """This run's payload folder filled from root/<key> when the playbook starts, and
+    what the run built added to it when the playbook ends."""
+
+    def __init__(self, basedir: str, root: Path) -> None:
+        self.run = Path(C.DEFAULT_LOCAL_TMP) / CACHE_NAME
+        self.kept: Path | None = None
+        if self.run.exists() or not own_folder(root):
+            return  # built something already (a second playbook of this run), or unsafe
+        kept = root / cache_key(basedir)
+        if not own_folder(kept):
+            return
+        now = time.time()
+        os.utime(kept, (now, now))
+        self.run.mkdir(mode=0o700)
+        for payload in payloads(kept):
+            link_or_copy(payload, self.run / payload.name)
+        self.kept = kept
+        prune(root, now)
+
+    def save(self) -> int:
+        """The payloads this run built, into the kept folder; how many."""
+        if self.kept is None or not self.run.is_dir():
+            return 0
+        self.kept.mkdir(mode=0o700, exist_ok=True)  # pruned meanwhile by another run
+        have = {p.name for p in payloads(self.kept)}
+        new = [p for p in payloads(self.run) if p.name not in have]
+        for payload in new:
+            link_or_copy(payload, self.kept / payload.name)
+        return len(new)
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "drivelab_module_cache"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._cache: Cache | None = None
+
+    def _warn(self, err: OSError) -> None:
+        self._display.warning(f"drivelab_module_cache: payloads not kept between runs: {err}")
+
+    def v2_playbook_on_start(self, playbook):
+        if self._cache is not None:
+            return
+        try:
+            self._cache = Cache(playbook._basedir, Path(ROOT).expanduser())
+        except OSError as err:
+            self._warn(err)
+
+    def v2_playbook_on_stats(self, stats):
+        if self._cache is None:
+            return
+        try:
+            self._cache.save()
+        except OSError as err:
+            self._warn(err)

@@ -1,0 +1,144 @@
+"""Module payloads kept between ansible-playbook runs (callback drivelab_module_cache),
+with a real ansible-playbook on this machine: a second run uses the payload the first
+built, an edited module is built anew (never served stale), and a lasting folder that
+others could write to is not used at all."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from collector.ansible_plugins.callback import drivelab_module_cache as cache
+
+MODULE = """\
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(argument_spec={{}})
+    module.exit_json(changed=False, says="{word}")
+
+
+main()
+"""
+PLAYBOOK = """\
+- name: A module of the playbook's own
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Ask it
+      probe_mod:
+      register: said
+
+    - name: Say it
+      ansible.builtin.debug:
+        msg: "probe says {{ said.says }}"
+"""
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def play(tmp_path: Path, home: Path) -> str:
+    """One run of the playbook, Ansible's debug output on; its output."""
+    env = dict(
+        os.environ,
+        HOME=str(home),
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_DEBUG="1",
+        ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3",
+    )
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    proc = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(tmp_path / "pb" / "site.yml")],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def write_module(tmp_path: Path, word: str) -> None:
+    (tmp_path / "pb" / "library" / "probe_mod.py").write_text(MODULE.format(word=word))
+
+
+def keys(home: Path) -> list[Path]:
+    root = home / ".ansible" / "drivelab-module-cache"
+    return sorted(p for p in root.iterdir() if cache.KEY.match(p.name)) if root.exists() else []
+
+
+def built(out: str) -> bool:
+    return "ANSIBALLZ: Creating module" in out
+
+
+def used_kept(out: str) -> bool:
+    return "ANSIBALLZ: using cached module" in out
+
+
+def test_a_payload_is_built_once_and_an_edited_module_anew(tmp_path):
+    home = tmp_path / "home"
+    (tmp_path / "pb" / "library").mkdir(parents=True)
+    (tmp_path / "pb" / "site.yml").write_text(PLAYBOOK)
+    write_module(tmp_path, "one")
+
+    first = play(tmp_path, home)
+    assert "probe says one" in first
+    assert built(first)
+    [key] = keys(home)
+    assert (key / "ansible.legacy.probe_mod-ZIP_DEFLATED-none").is_file()
+
+    again = play(tmp_path, home)
+    assert "probe says one" in again
+    assert used_kept(again) and not built(again)
+    assert keys(home) == [key]
+
+    write_module(tmp_path, "two")
+    edited = play(tmp_path, home)
+    assert "probe says two" in edited
+    assert built(edited)
+    assert len(keys(home)) == 2
+
+
+def test_a_lasting_folder_others_can_write_to_is_not_used(tmp_path):
+    home = tmp_path / "home"
+    root = home / ".ansible" / "drivelab-module-cache"
+    root.mkdir(parents=True)
+    root.chmod(0o777)
+    (tmp_path / "pb" / "library").mkdir(parents=True)
+    (tmp_path / "pb" / "site.yml").write_text(PLAYBOOK)
+    write_module(tmp_path, "one")
+    for _ in range(2):
+        out = play(tmp_path, home)
+        assert "probe says one" in out
+        assert built(out)
+    assert keys(home) == []
+
+
+def test_keys_beyond_the_newest_eight_go_when_idle_for_an_hour(tmp_path):
+    now = time.time()
+    # idle for 0, 5, ... 55 minutes, then 70 and 90 minutes
+    ages = [n * 300.0 for n in range(12)] + [4200.0, 5400.0]
+    for n, age in enumerate(ages):
+        (tmp_path / f"{n:032x}").mkdir()
+        os.utime(tmp_path / f"{n:032x}", (now - age, now - age))
+    (tmp_path / "not-a-key").mkdir()
+    os.utime(tmp_path / "not-a-key", (now - 10**6, now - 10**6))
+    cache.prune(tmp_path, now)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    # beyond the newest 8, those used within the hour stay too
+    assert left == sorted([f"{n:032x}" for n in range(12)] + ["not-a-key"])
+
+
+def test_the_key_follows_the_content_of_the_modules_folders(tmp_path):
+    (tmp_path / "library").mkdir()
+    (tmp_path / "library" / "m.py").write_text("one")
+    key = cache.cache_key(str(tmp_path))
+    assert cache.cache_key(str(tmp_path)) == key
+    (tmp_path / "library" / "m.py").write_text("two")
+    assert cache.cache_key(str(tmp_path)) != key
+    (tmp_path / "roles" / "r" / "module_utils").mkdir(parents=True)
+    changed = cache.cache_key(str(tmp_path))
+    (tmp_path / "roles" / "r" / "module_utils" / "u.py").write_text("x")
+    assert cache.cache_key(str(tmp_path)) != changed
