@@ -42,8 +42,8 @@ ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def play(tmp_path: Path, home: Path) -> str:
-    """One run of the playbook, Ansible's debug output on; its output."""
+def play(tmp_path: Path, home: Path, *, stderr: bool = False):
+    """One run of the playbook, Ansible's debug output on; its output (and its errors)."""
     env = dict(
         os.environ,
         HOME=str(home),
@@ -57,7 +57,7 @@ def play(tmp_path: Path, home: Path) -> str:
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    return proc.stdout
+    return (proc.stdout, proc.stderr) if stderr else proc.stdout
 
 
 def write_module(tmp_path: Path, word: str) -> None:
@@ -142,3 +142,22 @@ def test_the_key_follows_the_content_of_the_modules_folders(tmp_path):
     changed = cache.cache_key(str(tmp_path))
     (tmp_path / "roles" / "r" / "module_utils" / "u.py").write_text("x")
     assert cache.cache_key(str(tmp_path)) != changed
+
+
+def test_two_modules_of_one_name_keep_nothing_between_runs(tmp_path):
+    """Which of two same-named modules a run gets depends on the roles it loads: no key
+    can stand for both, so Ansible's own per-run cache is kept, and the run says why."""
+    home = tmp_path / "home"
+    (tmp_path / "pb" / "library").mkdir(parents=True)
+    (tmp_path / "pb" / "roles" / "other" / "library").mkdir(parents=True)
+    (tmp_path / "pb" / "site.yml").write_text(PLAYBOOK)
+    write_module(tmp_path, "one")
+    (tmp_path / "pb" / "roles" / "other" / "library" / "probe_mod.py").write_text(
+        MODULE.format(word="other")
+    )
+    out, err = play(tmp_path, home, stderr=True)
+    assert "probe says one" in out
+    assert "payloads not kept between runs: library probe_mod.py is in both" in " ".join(
+        err.split()
+    )
+    assert keys(home) == []

@@ -49,27 +49,38 @@ KEY = re.compile(r"^[0-9a-f]{32}$")
 CACHE_NAME = "ansiballz_cache"
 
 
-def module_dirs(basedir: str) -> list[Path]:
-    """Every folder outside the installed packages that modules or module_utils of a run
-    of a playbook in ``basedir`` can come from."""
-    dirs = [Path(p) for p in [*C.DEFAULT_MODULE_PATH, *C.DEFAULT_MODULE_UTILS_PATH]]
+class Ambiguous(Exception):
+    """Two folders hold a module (or module_util) of the same name: which one a run gets
+    depends on the roles it loads, so one key cannot stand for both."""
+
+
+def module_dirs(basedir: str) -> list[tuple[str, Path]]:
+    """Every folder outside the installed packages that modules (``library``) or
+    module_utils of a run of a playbook in ``basedir`` can come from, by kind."""
     base = Path(basedir)
-    dirs += [base / "library", base / "module_utils"]
+    dirs = [("library", Path(p)) for p in C.DEFAULT_MODULE_PATH]
+    dirs += [("module_utils", Path(p)) for p in C.DEFAULT_MODULE_UTILS_PATH]
+    dirs += [("library", base / "library"), ("module_utils", base / "module_utils")]
     for roles in [*C.DEFAULT_ROLES_PATH, str(base / "roles")]:
         root = Path(roles)
         if root.is_dir():
             for role in sorted(root.iterdir()):
-                dirs += [role / "library", role / "module_utils"]
+                dirs += [("library", role / "library"), ("module_utils", role / "module_utils")]
     for path in C.COLLECTIONS_PATHS:
         found = Path(path) / "ansible_collections"
         if found.is_dir() and not found.resolve().is_relative_to(Path(sys.prefix).resolve()):
-            dirs += sorted(found.glob("*/*/plugins/modules"))
-            dirs += sorted(found.glob("*/*/plugins/module_utils"))
-    return [d for d in dict.fromkeys(d.resolve() for d in dirs) if d.is_dir()]
+            dirs += [("collection", d) for d in sorted(found.glob("*/*/plugins/modules"))]
+            dirs += [("collection", d) for d in sorted(found.glob("*/*/plugins/module_utils"))]
+    unique: dict[Path, str] = {}
+    for kind, folder in dirs:
+        if folder.is_dir():
+            unique.setdefault(folder.resolve(), kind)
+    return [(kind, folder) for folder, kind in unique.items()]
 
 
 def cache_key(basedir: str) -> str:
-    """A hash of what this run's payloads are built from."""
+    """A hash of what this run's payloads are built from; :class:`Ambiguous` when two
+    folders hold a module or module_util of the same name."""
     h = hashlib.sha256()
     try:
         collections = metadata.version("ansible")
@@ -77,11 +88,19 @@ def cache_key(basedir: str) -> str:
         collections = "none"
     for part in (ANSIBLE_CORE_VERSION, collections, sys.prefix, C.__file__):
         h.update(f"{part}\0".encode())
-    for folder in module_dirs(basedir):
+    seen: dict[tuple[str, str], Path] = {}
+    for kind, folder in module_dirs(basedir):
         for dirpath, dirnames, filenames in os.walk(folder):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for name in sorted(filenames):
                 path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, folder)
+                # a module by its name without extension, a module_util by its path
+                named = (kind, os.path.splitext(rel)[0] if kind == "library" else rel)
+                if kind != "collection" and name != "__init__.py":
+                    if named in seen:
+                        raise Ambiguous(f"{kind} {rel} is in both {seen[named]} and {folder}")
+                    seen[named] = folder
                 h.update(f"{path}\0".encode())
                 with open(path, "rb") as fh:
                     h.update(hashlib.sha256(fh.read()).digest())
@@ -168,7 +187,7 @@ class CallbackModule(CallbackBase):
         super().__init__(*args, **kwargs)
         self._cache: Cache | None = None
 
-    def _warn(self, err: OSError) -> None:
+    def _warn(self, err: Exception) -> None:
         self._display.warning(f"drivelab_module_cache: payloads not kept between runs: {err}")
 
     def v2_playbook_on_start(self, playbook):
@@ -176,7 +195,7 @@ class CallbackModule(CallbackBase):
             return
         try:
             self._cache = Cache(playbook._basedir, Path(ROOT).expanduser())
-        except OSError as err:
+        except (OSError, Ambiguous) as err:
             self._warn(err)
 
     def v2_playbook_on_stats(self, stats):
