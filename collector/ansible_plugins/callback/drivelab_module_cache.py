@@ -35,9 +35,9 @@ name: drivelab_module_cache
 type: aggregate
 short_description: Ansible's module payload cache kept between runs, keyed by its sources
 description: >-
-  points the AnsiballZ cache of this run at ~/.ansible/drivelab-module-cache/<key>, the key
-  a hash of ansible-core, the collections and the content of every module and module_utils
-  folder modules are found in
+  fills this run's AnsiballZ cache from ~/.ansible/drivelab-module-cache/<key> when a
+  playbook starts and adds what the run built when it ends; the key is a hash of
+  ansible-core, the collections and the content of every module and module_utils folder
 """
 
 ROOT = "~/.ansible/drivelab-module-cache"
