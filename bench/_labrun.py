@@ -29,6 +29,14 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVELAB = str(Path(sys.executable).parent / "drivelab")
+# A bench measures the code it lives in. The venv's `drivelab` imports collector from the
+# checkout the venv was installed from (editable), which may be another one (a worktree
+# run with the main checkout's venv): every process the bench starts, and the bench
+# itself, import this checkout's collector first.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+)
+sys.path.insert(0, str(REPO))
 TICK = os.sysconf("SC_CLK_TCK")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]")
 
