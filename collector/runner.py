@@ -256,6 +256,7 @@ def run_pretests(
         "drive_pretest_fio": bool(pretests["fio"]),
         "drive_pretest_fsync": bool(pretests["pg_test_fsync"]),
         "drive_pretest_runtime": int(pretests["runtime"]),
+        "drive_pretest_ramp": int(pretests["ramp"]),
         "drive_pretest_fsync_seconds": int(pretests["fsync_seconds"]),
         "drive_pretest_write_cache": pretests["write_cache"],
         "drive_pretest_out_dir": str(out_dir),

@@ -33,7 +33,8 @@ def pretest_seconds(pretests: dict[str, Any]) -> float:
     """Rough time of a drive's pre-tests, one write cache state (layout included)."""
     if not pretests:
         return 0.0
-    fio = 10 * (pretests["runtime"] + 1) + PRETEST_SECONDS["fio"] if pretests["fio"] else 0
+    fio = 10 * (pretests["runtime"] + pretests["ramp"]) + PRETEST_SECONDS["fio"]
+    fio = fio if pretests["fio"] else 0
     fsync = 16 * pretests["fsync_seconds"] + PRETEST_SECONDS["pg_test_fsync"]
     return fio + (fsync if pretests["pg_test_fsync"] else 0)
 

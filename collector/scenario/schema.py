@@ -295,6 +295,8 @@ class Pretests(Strict):
     pg_test_fsync: bool = False
     #: seconds per fio job (10 jobs per write cache state)
     runtime: int = Field(30, ge=1, le=3600)
+    #: seconds of fio ramp-up per job before it counts (fio's ramp_time)
+    ramp: int = Field(1, ge=0, le=600)
     #: seconds per pg_test_fsync test (-s; about 16 tests)
     fsync_seconds: int = Field(5, ge=1, le=600)
     #: both: write cache on and off where the drive allows; leave: as it is
@@ -312,8 +314,8 @@ def _pretests(value: Any) -> Any:
     if isinstance(value, dict):
         return value
     raise ValueError(
-        "must be false, true or {fio: bool, pg_test_fsync: bool, runtime: s, fsync_seconds: s,"
-        f" write_cache: both|leave}} (got {_show(value)})"
+        "must be false, true or {fio: bool, pg_test_fsync: bool, runtime: s, ramp: s,"
+        f" fsync_seconds: s, write_cache: both|leave}} (got {_show(value)})"
     )
 
 

@@ -29,7 +29,7 @@ SCENARIO = """\
     workload: {scale: [2], clients_per_host: 1, threads: 1, duration: 5}
     hosts: [1]
     repetitions: 1
-    pretests: {fio: true, pg_test_fsync: true, runtime: 1, fsync_seconds: 1}
+    pretests: {fio: true, pg_test_fsync: true, runtime: 1, ramp: 0, fsync_seconds: 1}
 """
 
 

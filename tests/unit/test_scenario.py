@@ -277,10 +277,15 @@ BAD: list[tuple[str, Any, str]] = [
         "pretests.runtime: must be at least 1 (got 0)",
     ),
     (
+        "pretests ramp below 0",
+        with_(pretests={"fio": True, "ramp": -1}),
+        "pretests.ramp: must be at least 0 (got -1)",
+    ),
+    (
         "pretests a string",
         with_(pretests="yes"),
         "pretests: must be false, true or {fio: bool, pg_test_fsync: bool, runtime: s,"
-        " fsync_seconds: s, write_cache: both|leave} (got 'yes')",
+        " ramp: s, fsync_seconds: s, write_cache: both|leave} (got 'yes')",
     ),
     (
         "size typo",
@@ -611,6 +616,7 @@ def test_adaptive_and_pretests() -> None:
         "fio": True,
         "pg_test_fsync": False,
         "runtime": 30,
+        "ramp": 1,
         "fsync_seconds": 5,
         "write_cache": "both",
     }
@@ -619,6 +625,14 @@ def test_adaptive_and_pretests() -> None:
     fio = 10 * 31 + sc.PRETEST_SECONDS["fio"]
     assert sc.estimate_seconds(cells[0]) == 10 * 40 + sc.init_seconds(cells[0]) + fio
     assert "3 to 10 repetitions" in sc.plan_text(s, cells)
+
+
+def test_pretests_without_ramp() -> None:
+    """ramp 0: fio's jobs count from their first second, and the estimate says so."""
+    s = sc.parse(with_(pretests={"fio": True, "runtime": 2, "ramp": 0}), "x.yml")
+    cell = sc.expand(s, INVENTORY)[0]
+    assert cell.pretests["ramp"] == 0
+    assert sc.pretest_seconds(cell.pretests) == 10 * 2 + sc.PRETEST_SECONDS["fio"]
 
 
 def test_transactions_estimate() -> None:
