@@ -331,6 +331,47 @@ def test_a_playbook_running_when_the_lease_is_lost_is_stopped_and_fails_with_the
     assert f"token={run.token}" in log
 
 
+CHECKED = """\
+- name: A stage
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: What it was told
+      ansible.builtin.debug:
+        msg: "checked={{ drivelab_inventory_checked | default(false) }}"
+"""
+
+
+def test_a_stage_skips_its_preflight_only_for_the_inventory_an_earlier_stage_checked(
+    tmp_path, monkeypatch
+):
+    """Real ansible-playbook runs under one lease: the first stage is told nothing; the
+    next one, with the same inventory, drivelab_inventory_checked; after the inventory
+    changed, nothing again (it checks for itself), then the new one counts."""
+    monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
+    book = tmp_path / "stage.yml"
+    book.write_text(CHECKED)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
+    run = make_lease(tmp_path)
+    run.take()
+
+    def told() -> str:
+        res = playbook.run_playbook(
+            os.path.relpath(book, playbook.PLAYBOOKS), inventory=inventory, what="pgbench"
+        )
+        return "checked=True" if "checked=True" in res.log.read_text() else "checked=False"
+
+    with playbook.guarded_by(run):
+        assert told() == "checked=False"
+        assert told() == "checked=True"
+        inventory.write_text(inventory.read_text() + "  vars:\n    changed: true\n")
+        assert told() == "checked=False"
+        assert told() == "checked=True"
+    with playbook.guarded_by(run):  # another run: checks for itself
+        assert told() == "checked=False"
+
+
 def test_a_run_measured_while_the_lease_was_lost_is_stored_failed_with_the_reason(tmp_path):
     why = "dbhost: this run lost the lab's lease: it is now held by drivelab run by bob@ctl-b"
     failures = [{"kind": "lease", "host": "dbhost", "task": "lab lease", "msg": why}]
