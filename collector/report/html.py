@@ -18,6 +18,7 @@ from pathlib import Path
 
 import matplotlib as mpl
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter
 
 from collector import __version__, environment, ratesearch
 from collector.pretest import summarize
@@ -55,6 +56,24 @@ th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
 figure{margin:1em 0}svg{max-width:100%;height:auto}
 .pair{display:flex;gap:1em;align-items:flex-start}.pair figure{flex:1;min-width:0;margin:.5em 0}
 """
+
+
+class PlainLogFormatter(LogFormatter):
+    """matplotlib's choice of which log ticks get a label, each written as a plain
+    number: 0.6, 20, 1,000."""
+
+    def __call__(self, x, pos=None):
+        return f"{x:,g}" if super().__call__(x, pos) else ""
+
+
+def _log(ax, which: str, base: float = 10) -> None:
+    """A log scale on ``ax``'s ``which`` axis ("x" or "y") labelled in plain numbers
+    (100, 1000, 20), where matplotlib's default writes 10^2 in TeX: the same ticks and
+    labels, without a mathtext parse of every label (a fifth of the report's time)."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=base)
+    axis.set_major_formatter(PlainLogFormatter(base))
+    axis.set_minor_formatter(PlainLogFormatter(base, labelOnlyBase=False))
 
 
 def _svg(fig: Figure) -> str:
@@ -103,7 +122,7 @@ def plot_tps(view: ScenarioView) -> str:
             ax.bar_label(bars, labels=[f"{y:,.0f}" for y in ys], fontsize=7, padding=2)
     ax.set_xticks(range(len(tests)), tests, fontsize=8)
     if log:
-        ax.set_yscale("log")
+        _log(ax, "y")
     ax.set_ylabel("tps (all clients, window)" + (", log scale" if log else ""))
     ax.set_title("tps per drive, mean with 95% confidence interval")
     ax.legend(fontsize=8)
@@ -135,7 +154,7 @@ def plot_ratio(view: ScenarioView) -> str | None:
     ax.bar_label(bars, labels=[f"{y:.2f}x" if y < 10 else f"{y:.1f}x" for y in ys],
                  fontsize=8, padding=2)  # fmt: skip
     ax.set_xticks(range(len(cells)), labels, fontsize=8)
-    ax.set_yscale("log")
+    _log(ax, "y")
     ax.set_ylim(min(0.5, min(ys) / 2), max(2.0, max(ys) * 2.5))  # room for 1x and the labels
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_ylabel(f"x {view.baseline} (log scale)")
@@ -260,7 +279,7 @@ def plot_latency_series(cv) -> str | None:
         values += [v for _, v in lag]
     positive = [v for v in values if v > 0]
     if positive and max(positive) >= LOG_LATENCY_SPREAD * min(positive):
-        ax.set_yscale("log")
+        _log(ax, "y")
     if cv.window:
         ax.axvspan(cv.window[0] - t0, cv.window[1] - t0, color="#2a7", alpha=0.12,
                    label="all running")  # fmt: skip
@@ -298,7 +317,7 @@ def plot_latency_throughput(view: ScenarioView) -> list[tuple[str, str]]:
                         fontsize=7)  # fmt: skip
         ys = [v for s in pts for v in (s.p50_ms, s.p99_ms) if v and v > 0]
         if ys and max(ys) >= LOG_LATENCY_SPREAD * min(ys):
-            ax.set_yscale("log")
+            _log(ax, "y")
         per = "total" if pts[0].rate_per == "total" else "per host"
         ax.set_xlabel(f"achieved tps (all clients; points: rate asked in all, given {per})")
         ax.set_ylabel("latency ms" + (", log scale" if ax.get_yscale() == "log" else ""))
@@ -360,7 +379,7 @@ def plot_latency(view: ScenarioView) -> str | None:
             xs.append(hi * 1000)
             ys.append(run / total)
         ax.plot(xs, ys, label=f"{c.drive} {c.test}")
-    ax.set_xscale("log")
+    _log(ax, "x")
     ax.axhline(0.95, color="#999", lw=0.8, ls="--")
     ax.set_xlabel("transaction latency (ms, log scale)")
     ax.set_ylabel("fraction of transactions")
@@ -411,8 +430,8 @@ def plot_sweep(view: ScenarioView) -> str | None:
             marker="o",
             label=f"{p.drive} (write cache {p.write_cache})",
         )
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    _log(ax, "x", base=2)
+    _log(ax, "y")
     ax.set_title("block-size sweep: random reads, queue depth 1")
     ax.set_xlabel("block size, KiB")
     ax.set_ylabel("MB/s")

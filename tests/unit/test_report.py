@@ -371,3 +371,24 @@ def test_a_checkpoint_in_the_window_is_said_per_drive_and_marked_on_the_plot(tmp
     assert html.CHECKPOINT_COLOR in plots["ssd"] and html.CHECKPOINT_COLOR not in plots["hdd"]
     page = html.render([view])
     assert "checkpoint: ssd: a checkpoint (wal) started or ended" in page
+
+
+def test_log_axes_are_labelled_in_plain_numbers():
+    """A log axis spanning less than a decade (the ratio plot's 0.5x to 2.5x) keeps
+    matplotlib's choice of labelled ticks, each a plain number, not TeX's 6x10^-1."""
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    fig = Figure()
+    ax = fig.subplots()
+    ax.plot([1, 2], [0.55, 2.4])
+    html._log(ax, "y")
+    ax.set_ylim(0.5, 2.5)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels(minor=True) + ax.get_yticklabels()]
+    labels = [t for t in labels if t]
+    assert {"0.6", "1", "2"} <= set(labels), labels
+    assert not any("$" in t or "e" in t for t in labels), labels
+    ax.set_ylim(1, 20000)  # decades: the major ticks only, with thousands separators
+    fig.canvas.draw()
+    majors = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert "10,000" in majors and not any("$" in t for t in majors), majors
