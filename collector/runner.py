@@ -294,6 +294,7 @@ def prepare_database(
     root: Path | None = None,
     provisioned: bool = False,
     pg_major: str | None = None,
+    cluster_current: bool = False,
 ) -> PlaybookResult:
     """The cell's databases (playbooks/database.yml). ``provisioned``: provision.yml ran
     in this session, so drivelab's own cluster needs only to be running (its packages,
@@ -303,7 +304,9 @@ def prepare_database(
     database.json), so the DB host need not work it out again. Either way the cluster
     gets the cell's PostgreSQL settings (``drivelab_postgresql_settings``, over the
     inventory's; {} takes a previous cell's away), with a reload, or a restart where one
-    needs it, each checked to have taken."""
+    needs it, each checked to have taken. ``cluster_current``: the previous cell's database
+    stage left this cluster running with these settings, and only complete runs came
+    since: the cluster's part is left out (``pgbench_database_cluster_current``)."""
     facts = cell.cell_dir(root) / "db"
     facts.mkdir(parents=True, exist_ok=True)
     extra: dict[str, Any] = {
@@ -319,6 +322,8 @@ def prepare_database(
         extra["pgbench_database_clients"] = list(cell.hosts)
     if pg_major:
         extra["drivelab_pg_major"] = pg_major
+    if cluster_current:
+        extra["pgbench_database_cluster_current"] = True
     return run_playbook("database.yml", extra, inventory=inventory, stream=stream, what="database")
 
 

@@ -130,6 +130,17 @@ def test_killed_after_the_first_run_and_started_again_it_finishes_exactly(lab2, 
     for run in kept:  # what the first attempt stored is still there, not duplicated
         assert run[:2] in {(key, rep) for key, rep, _ in runs}
     assert "resume-test" in out and "tps" in out
+    # the second cell's database stage followed complete runs on the same cluster with the
+    # same settings: its cluster's part was left out; its databases were placed and its
+    # facts (the server's version and settings) read as always
+    skip = "TASK [The drivelab PostgreSQL cluster for this placement] "
+    logs = sorted((tmp_path / "results" / "logs").glob("*-database.log"))
+    skipped = [p for p in logs if skip in (t := p.read_text()) and "\nskipping: [dbhost]" in
+               t.split(skip, 1)[1].split("TASK [", 1)[0]]  # fmt: skip
+    assert skipped and len(skipped) < len(logs), [p.name for p in logs]
+    for cell_dir in (tmp_path / "results" / "runs" / "resume-test").iterdir():
+        doc = json.loads((cell_dir / "db" / "database.json").read_text())
+        assert doc["postgresql"]["version"], doc
     # the lease: taken over at once, said in one line, recorded with the new runs
     host = socket.gethostname()
     took = [line for line in out.splitlines() if line.startswith("lab lease: took dbhost over")]
