@@ -121,12 +121,20 @@ def _leased(what: str, extra_vars: dict | None) -> tuple[Guard | None, dict | No
 
 
 def inventory_digest(inventory: Path | str | None) -> str:
-    """sha256 of the inventory's files (a folder: every file under it, by path), or ""
-    when it cannot be read: the stage then checks it as usual."""
+    """sha256 of the inventory's files (a folder: every file under it; a file: it and the
+    group_vars and host_vars beside it, which Ansible reads with it), by path; "" when it
+    cannot be read or Ansible is pointed elsewhere (ANSIBLE_INVENTORY): the stage then
+    checks it as usual."""
+    if inventory is None and os.environ.get("ANSIBLE_INVENTORY"):
+        return ""
     path = Path(inventory) if inventory is not None else REPO / "inventory" / "local" / "hosts.yml"
     digest = hashlib.sha256()
     try:
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file())
+        else:
+            beside = [path.parent / "group_vars", path.parent / "host_vars"]
+            files = [path, *sorted(p for d in beside for p in d.rglob("*") if p.is_file())]
         for f in files:
             digest.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
     except OSError:

@@ -346,8 +346,9 @@ def test_a_stage_skips_its_preflight_only_for_the_inventory_an_earlier_stage_che
     tmp_path, monkeypatch
 ):
     """Real ansible-playbook runs under one lease: the first stage is told nothing; the
-    next one, with the same inventory, drivelab_inventory_checked; after the inventory
-    changed, nothing again (it checks for itself), then the new one counts."""
+    next one, with the same inventory, drivelab_inventory_checked; after the inventory or
+    the group_vars beside it changed, nothing again (it checks for itself), then the new
+    one counts."""
     monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
     book = tmp_path / "stage.yml"
     book.write_text(CHECKED)
@@ -368,6 +369,9 @@ def test_a_stage_skips_its_preflight_only_for_the_inventory_an_earlier_stage_che
         inventory.write_text(inventory.read_text() + "  vars:\n    changed: true\n")
         assert told() == "checked=False"
         assert told() == "checked=True"
+        (tmp_path / "group_vars").mkdir()  # read by Ansible with the file beside it
+        (tmp_path / "group_vars" / "all.yml").write_text("changed: again\n")
+        assert told() == "checked=False"
     with playbook.guarded_by(run):  # another run: checks for itself
         assert told() == "checked=False"
 
