@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from collector import warmstart
 from collector.errors import DrivelabError
 from collector.paths import PLAYBOOKS, REPO, results_dir
 
@@ -76,10 +77,14 @@ _checked: dict[int, str] = {}
 def guarded_by(guard: Guard) -> Iterator[None]:
     """While inside: every playbook gets the lease's token (``drivelab_lease_token``: its
     stages check on the DB host that it still holds the lab), and a playbook running when
-    the lease is lost is stopped as Ctrl-C stops it, and fails with the reason."""
+    the lease is lost is stopped as Ctrl-C stops it, and fails with the reason. Stage after
+    stage, each ansible-playbook is started ahead, while the one before runs
+    (:mod:`collector.warmstart`)."""
     _guard.append(guard)
     try:
-        yield
+        with warmstart.warm_starts():
+            warmstart.prepare(_env())
+            yield
     finally:
         _guard.remove(guard)
         _checked.pop(id(guard), None)
@@ -215,6 +220,17 @@ def _stop(proc: subprocess.Popen, grace: float = 30.0) -> None:
         proc.wait()
 
 
+def _env(failures_file: Path | None = None) -> dict[str, str]:
+    """ansible-playbook's environment: this process's, with drivelab's configuration."""
+    env = dict(os.environ)
+    env.update(
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", PYTHONUNBUFFERED="1"
+    )
+    if failures_file is not None:
+        env["DRIVELAB_FAILURES"] = str(failures_file)
+    return env
+
+
 def _argv(
     name: str,
     tmp: Path,
@@ -268,26 +284,20 @@ def run_playbook(
     with tempfile.TemporaryDirectory(prefix=f".{log.stem}.", dir=logs) as tmp:
         failures_file = Path(tmp) / "failures.jsonl"
         argv = _argv(name, Path(tmp), inventory, extra_vars, check=check, tags=tags)
-        env = dict(os.environ)
-        env.update(
-            ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-            DRIVELAB_FAILURES=str(failures_file),
-            ANSIBLE_FORCE_COLOR="0",
-            PYTHONUNBUFFERED="1",
-        )
+        env = _env(failures_file)
         started = time.monotonic()
         with open(log, "w", encoding="utf-8") as out:
             out.write("$ " + " ".join(argv) + "\n")
             out.flush()
-            proc = subprocess.Popen(
-                argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-            )
+            proc = warmstart.popen(argv, env)
             if proc.stdout is None:  # pragma: no cover  (stdout=PIPE always gives one)
                 raise DrivelabError(f"{what}: could not read ansible-playbook's output")
             lines = []
             with _watched(proc, guard):
                 try:
                     for line in proc.stdout:
+                        if line.startswith("PLAY ["):  # its playbook read: the next
+                            warmstart.prepare(env)  # stage's process starts meanwhile
                         out.write(line)
                         out.flush()  # the log can be followed (tail -f) while it runs
                         lines.append(line)

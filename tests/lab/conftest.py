@@ -188,6 +188,16 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     return report
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _warm_starts():
+    """The stages the tests run one after another start as `drivelab run`'s do: each
+    ansible-playbook started ahead, while the one before runs (collector.warmstart)."""
+    from collector import warmstart  # noqa: PLC0415
+
+    with warmstart.warm_starts():
+        yield
+
+
 @pytest.fixture(scope="session")
 def _lab_session():
     """Whatever lab the tests left up is torn down at the end of the session."""
