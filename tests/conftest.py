@@ -15,8 +15,9 @@ DATA = Path(__file__).resolve().parent / "data"
 @pytest.hookimpl(optionalhook=True)  # a hook of xdist's, absent under -p no:xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """Under ``pytest -n`` (make test): every test in tests/lab/ is one unit of work,
-    run by one worker in file order, since there is one lab per machine and each module
-    builds and tears down its own; the other workers take the unit tests' modules
+    run by one worker in the order tests/lab/conftest.py's ORDER gives, since there is one
+    lab per machine (a module takes over the lab the one before left where it can); the
+    other workers take the unit tests' modules
     meanwhile. (xdist's own ``loadgroup`` relies on rewriting node ids, which pytest 9
     no longer allows.)"""
     from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415

@@ -25,8 +25,10 @@ _shared = {"lab": None}
 
 
 def drivelab(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    if args[:2] in (("lab", "up"), ("lab", "down")):
-        _shared["lab"] = None  # a test changes the lab: the next module builds its own
+    if args[:2] == ("lab", "down"):
+        _shared["lab"] = None  # a test took the lab down: the next module builds its own
+    # (a `lab up` that converges the lab with other options, --db-memory say, leaves it
+    # the same lab: the next module takes it over only if `lab status` finds it standard)
     proc = subprocess.run(
         [str(BIN / "drivelab"), *args],
         cwd=REPO,
@@ -126,10 +128,38 @@ def why_no_lab() -> str | None:
     return None
 
 
+#: The lab test modules in the order they run, chosen so that each module's lab is the one
+#: the module before left wherever it can be (fixture lab2): modules with labs of their own
+#: (containers, 3 clients, no lab) first, then the 2-client lab built once for test_gate and
+#: taken over by every module after it that asks for lab2, test_drives' blank drives
+#: included; test_telemetry's 256 MiB lab last. Modules not named run after these, in file
+#: order.
+ORDER = (
+    "test_containers", "test_lab", "test_lab_bad_input", "test_gate", "test_drives",
+    "test_faults", "test_live", "test_pgbench", "test_pretests", "test_run", "test_telemetry",
+)  # fmt: skip
+
+
+def _in_order(items: list[pytest.Item]) -> None:
+    """The lab tests in ORDER's order, each module's own order kept (a stable sort), in the
+    places the lab tests had; the unit tests where they were. Every xdist worker sorts the
+    same way."""
+    places = [i for i, item in enumerate(items) if item.nodeid.startswith("tests/lab/")]
+
+    def rank(item: pytest.Item) -> int:
+        module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+        return ORDER.index(module) if module in ORDER else len(ORDER)
+
+    for i, item in zip(places, sorted((items[i] for i in places), key=rank), strict=True):
+        items[i] = item
+
+
 @pytest.hookimpl(trylast=True)  # after -m and -k have deselected what they do
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A lab test that cannot build its lab fails, all of them in one line: a skipped
-    lab test would hide that nothing was tested. DRIVELAB_LAB_TESTS=skip skips them."""
+    lab test would hide that nothing was tested. DRIVELAB_LAB_TESTS=skip skips them.
+    The lab tests run in ORDER's order."""
+    _in_order(items)
     lab = [item for item in items if item.get_closest_marker("lab")]
     if not lab:
         return
@@ -224,21 +254,38 @@ def _standard(status: dict) -> bool:
     )
 
 
+def _blank(status: dict) -> bool:
+    """Whether every drive of the lab in ``status`` is as `lab up` makes it: no signature
+    on it (no filesystem, partition table or swap) and so nothing mounted from it, nor
+    any kernel thread writing to it."""
+    for drive in status["drives"]:
+        probe = subprocess.run(
+            ["blkid", "-p", "-o", "export", drive["device"]],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if probe.stdout.strip():
+            return False
+    return True
+
+
 @pytest.fixture(scope="module")
 def lab2(_lab_session, request):
     """The lab with 2 clients for one test module. Built fresh unless the previous module's
-    is still up, untouched by any test (no `lab up` or `lab down` since) and every test
-    since passed: then it is taken over as it is, provisioned, which spares the lab's
-    building and first provisioning (about 35 s a module). Torn down afterwards when any
-    of this module's tests failed or changed the lab; otherwise left for the next module
-    (and torn down at the end of the session). A module that sets ``LAB2_FRESH = True``
-    always gets a lab built afresh: one whose drives must be quiet (no filesystem an
-    earlier module mounted, whose kernel threads still write to it)."""
+    is still up, not taken down by any test since, every test since passed and `lab
+    status` finds it standard: then it is taken over as it is, provisioned, which spares
+    the lab's building and first provisioning (about 50 s a module). Torn down afterwards
+    when any of this module's tests failed or took the lab down; otherwise left for the
+    next module (and torn down at the end of the session). A module that sets
+    ``LAB2_BLANK = True`` needs blank drives (no filesystem an earlier module made, whose
+    kernel threads may still write to it): it takes a lab over only if its drives carry
+    no signature, and gets one built afresh otherwise."""
     status = None
-    if _shared["lab"] == "lab2" and not getattr(request.module, "LAB2_FRESH", False):
+    if _shared["lab"] == "lab2":
         proc = drivelab("lab", "status", "--json", check=False)
         if proc.returncode == 0 and _standard(json.loads(proc.stdout)):
             status = json.loads(proc.stdout)
+            if getattr(request.module, "LAB2_BLANK", False) and not _blank(status):
+                status = None
     if status is None:
         drivelab("lab", "down")
         drivelab("lab", "up")

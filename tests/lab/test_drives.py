@@ -15,11 +15,11 @@ from tests.lab.conftest import db_drives, playbook, recap
 
 pytestmark = pytest.mark.lab
 
-#: a lab built afresh: the module's first check asserts the drives carry no signature, and
-#: an earlier module's lab taken over has filesystems on them (test_faults' last run leaves
-#: PostgreSQL's client databases on hdd7200: its check-mode gate refused the reformat). In
-#: the files' order the module before tears its lab down, so this costs nothing there.
-LAB2_FRESH = True
+#: blank drives: the module's first check asserts the drives carry no signature (an earlier
+#: module's filesystems would fail it: test_faults' last run leaves PostgreSQL's client
+#: databases on hdd7200, and the check-mode gate refused the reformat). test_gate, run just
+#: before (tests/lab/conftest.py's ORDER), leaves its lab's drives blank: it is taken over.
+LAB2_BLANK = True
 
 REQUEST = [
     {"name": "nvme", "drives": ["nvme"], "fs": "ext4"},

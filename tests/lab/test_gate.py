@@ -21,11 +21,11 @@ import pytest
 from tests.lab.conftest import BIN, REPO, db_drives
 
 pytestmark = pytest.mark.lab
-#: a lab of its own: the refusals are checked by hashing the drives, and a filesystem an
+#: blank drives: the refusals are checked by hashing the drives, and a filesystem an
 #: earlier module left mounted changes under them by itself (test_faults' last run leaves
 #: PostgreSQL's client databases on hdd7200, the server running: its head changed between
 #: two snapshots of the "mounted" cases when this module took that lab over)
-LAB2_FRESH = True
+LAB2_BLANK = True
 
 MiB = 1024**2
 TEST_MOUNT = "/mnt/drivelab-gate-test"
