@@ -18,6 +18,7 @@ import pytest
 from tests.lab.conftest import (
     ansible,
     assert_no_lab,
+    container_image_built_ahead,
     drivelab,
     lab_inventory,
     lab_leftovers,
@@ -59,6 +60,7 @@ def on_hosts(pattern: str, command: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def containers():
+    container_image_built_ahead()
     drivelab("lab", "down")
     try:
         drivelab("lab", "up", "--hosts", "container", "--release", "trixie", timeout=900)
