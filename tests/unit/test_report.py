@@ -393,3 +393,63 @@ def test_log_axes_are_labelled_in_plain_numbers():
     majors = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
     assert {"10,000", "1,000,000"} <= set(majors), majors
     assert not any("$" in t or "e" in t for t in majors), majors
+
+
+def _page_without_dates(text: str) -> str:
+    text = re.sub(r"generated [0-9-]+ [0-9:]+ UTC", "", text)
+    return re.sub(r"<dc:date>[^<]*</dc:date>", "", text)
+
+
+def _drawn_here_alone(monkeypatch) -> None:
+    monkeypatch.setattr(html, "_draw_all", lambda figs: [html._draw(f) for f in figs])
+
+
+def test_figures_drawn_in_two_processes_make_the_same_page(results_db, monkeypatch):
+    """render() draws every other figure in a forked copy: the page is the one drawn by
+    this process alone, figure for figure, in its order (matplotlib's SVG ids are salted
+    by a fixed string, so the same figure gives the same SVG in either process)."""
+    with open_store(results_db) as store:
+        view = load(store, "two-drives")
+    two = html.render([view])
+    assert "\0" not in two and two.count("<svg") >= 6
+    _drawn_here_alone(monkeypatch)
+    assert _page_without_dates(two) == _page_without_dates(html.render([view]))
+
+
+@pytest.mark.parametrize("how", ["fails", "hangs"])
+def test_a_copy_that_fails_or_hangs_has_its_figures_drawn_here(results_db, monkeypatch, how):
+    """The forked copy fails on its first figure, or draws nothing for longer than the
+    timeout: it is ended, reaped, and its figures are drawn by the report itself."""
+    import time  # noqa: PLC0415
+
+    with open_store(results_db) as store:
+        view = load(store, "two-drives")
+    parent = os.getpid()
+    draw = html._draw
+
+    def draw_or_not(fig):
+        if os.getpid() != parent:  # in the copy
+            if how == "fails":
+                raise RuntimeError("a figure the copy cannot draw")
+            time.sleep(30)
+        return draw(fig)
+
+    forked = []
+    fork = os.fork
+
+    def fork_and_tell() -> int:
+        pid = fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(html, "_draw", draw_or_not)
+    monkeypatch.setattr(html, "DRAW_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(os, "fork", fork_and_tell)
+    page = html.render([view])
+    assert len(forked) == 1
+    with pytest.raises(ChildProcessError):  # reaped: not even a zombie left
+        os.waitpid(forked[0], os.WNOHANG)
+    monkeypatch.setattr(html, "_draw", draw)
+    _drawn_here_alone(monkeypatch)
+    assert _page_without_dates(page) == _page_without_dates(html.render([view]))
