@@ -468,6 +468,7 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
         "start_at": meta.start_at,
         "controller_finished": meta.ended_at is not None,
         "cold_start": meta.cold_start,
+        "settled": meta.settled,
         "ansible_failures": [dict(f) for f in meta.ansible_failures],
         "start_skew_s": _skew(starts),
         "start_skew_source": skew_source if starts else None,

@@ -12,7 +12,8 @@ playbooks' outputs fetched into it) and :mod:`collector.gather` (which reads it)
                                  kernel, sysctls, CPU, memory, the storage under the data
         pg_server-before.json    the server's checkpoint, WAL and I/O views around the run
         pg_server-after.json     (and how reading the server log went)
-        cold_start.json          the seconds of each step of the cold start before the run
+        cold_start.json          the seconds of each step of the cold start (or the settled
+                                 start, its mode) before the run
         pg_checkpoints.log       the server log's checkpoint lines of the run, if any
         <client>/                one folder per client host that answered:
             stdout.txt stderr.txt rc.txt command.json pgbench_log.<pid>[.<n>]
@@ -186,6 +187,9 @@ class RunMeta:
     #: checkpoint, restart and dropped caches before the run (False: a rate search's
     #: steps, which run warm)
     cold_start: bool = True
+    #: without the cold start, settled first (vacuums, CHECKPOINT, sync; server and caches
+    #: kept): a rate search's steps
+    settled: bool = False
     #: the host name of the controller that ran it (run.json written before this field
     #: existed: None, and the store records the gathering controller)
     controller: str | None = None
@@ -213,6 +217,7 @@ class RunMeta:
             "repetition": self.repetition,
             "attempt": self.attempt,
             "cold_start": self.cold_start,
+            "settled": self.settled,
             "controller": self.controller,
             "db_host": self.db_host,
             "client_hosts": list(self.client_hosts),
@@ -279,6 +284,7 @@ class RunMeta:
             repetition=repetition,
             attempt=attempt,
             cold_start=c.get(doc, "cold_start", (bool,), required=False, default=True),
+            settled=c.get(doc, "settled", (bool,), required=False, default=False),
             controller=c.get(doc, "controller", (str,), required=False) or None,
             db_host=c.get(doc, "db_host", (str,), required=False),
             client_hosts=tuple(hosts),

@@ -337,6 +337,7 @@ def run_pgbench(
     stream: bool = False,
     root: Path | None = None,
     cold_start: bool = True,
+    settle: bool = False,
     synchronized: bool = True,
     live: Callable[[Path, list[str]], AbstractContextManager[Any]] | None = None,
     scenario_info: Mapping[str, Any] | None = None,
@@ -346,7 +347,10 @@ def run_pgbench(
     ``live(run_dir, hosts)``, when given, is entered around the playbook (the live view
     of :mod:`collector.live`: it follows the clients' progress while they run).
     ``scenario_info`` (description, baseline) goes into run.json with the cell; a retry
-    (``attempt`` 2 or more) gets a folder of its own beside the earlier attempts'."""
+    (``attempt`` 2 or more) gets a folder of its own beside the earlier attempts'.
+    ``cold_start``: checkpoint, restart, drop the caches first; without it, ``settle``:
+    the vacuums, a CHECKPOINT and a sync first, the server and its caches kept (a rate
+    search's warm steps: nothing the run before left to write out)."""
     run_dir = rep_dir(cell.cell_dir(root), repetition, attempt)
     if run_dir.exists():
         shutil.rmtree(run_dir)  # an earlier, unfinished attempt at this repetition
@@ -360,6 +364,7 @@ def run_pgbench(
         run_meta(cell, repetition, hosts, db_host, scenario_info),
         attempt=attempt,
         cold_start=cold_start,
+        settled=settle and not cold_start,
     )
     meta.write(run_dir)
     extra = {
@@ -367,6 +372,7 @@ def run_pgbench(
         "pgbench_run_dir": str(run_dir),
         "pgbench_run_cluster": cell.cluster,
         "pgbench_run_cold_start": cold_start,
+        "pgbench_run_settle": settle and not cold_start,
         "pgbench_run_synchronized": synchronized,
         "pgbench_run_hosts": hosts,
     }

@@ -529,17 +529,18 @@ class ScenarioRun:
         attempt: int = 1,
         last: bool = True,
         cold_start: bool = True,
+        settle: bool = False,
     ) -> bool:
         """One attempt at a repetition: run, gather, store, telemetry; its line on the
         console. True when it is complete; ``last``: no retry follows a partial one;
         ``cold_start``: checkpoint, restart and drop caches first (a rate search's steps
-        run without, :class:`CellSearch`)."""
+        run without, settled instead: ``settle``, :class:`CellSearch`)."""
         cell = planned.cell
         live = None if not self.opts.live else partial(self.live_view, planned, rep)
         run_dir = runner.run_pgbench(
             cell, rep, client_hosts=self.clients, db_host=self.db_host,
             inventory=self.opts.inventory, stream=self.opts.verbose, live=live,
-            scenario_info=self.info, attempt=attempt, cold_start=cold_start,
+            scenario_info=self.info, attempt=attempt, cold_start=cold_start, settle=settle,
         )  # fmt: skip
         gathered = gather_run(run_dir)
         with Store.open(self.opts.db) as store:
@@ -672,15 +673,18 @@ def step_cell(cell: Cell, total: int) -> Cell:
 
 
 class CellSearch:
-    """The rate search of one cell (``workload.target``, :mod:`collector.ratesearch`):
-    each step is the cell at one total rate, its own cell (``-r<rate per host>``), run
-    once through :meth:`ScenarioRun.run_one` (run, gather, store; a partial run again up
-    to ``retries`` times) without the cold start: the p99 searched is the warm, steady
+    """The rate search of one cell (``workload.target``, :mod:`collector.ratesearch`): each
+    step is the cell at one total rate, its own cell (``-r<rate per host>``), run once
+    through :meth:`ScenarioRun.run_one` (run, gather, store; a partial run again up to
+    ``retries`` times) without the cold start: the p99 searched is the warm, steady
     state's, not the cache warming up (on a cold 120-IOPS drive that alone was 230 ms to
-    1 s in an 8 s step). Before every step the steps stored so far are read back from
-    the store (their ``latency_window`` facts and status): that is the whole state, so a
-    search killed mid-way goes on where it stopped. The result is stored as the scenario
-    fact ``rate_search`` (scope ``rate_search``) and printed."""
+    1 s in an 8 s step). Each step is settled first (vacuums, CHECKPOINT, sync; caches
+    kept): a step right after an overloaded one otherwise measured its write-back (lab
+    hdd7200: 56/s broke at p99 3.8 s twice after 160/s, 66/s held at 60-83 ms later).
+    Before every step the steps stored so far are read back from the store (their
+    ``latency_window`` facts and status): that is the whole state, so a search killed
+    mid-way goes on where it stopped. The result is stored as the scenario fact
+    ``rate_search`` (scope ``rate_search``) and printed."""
 
     def __init__(self, run: ScenarioRun, planned: PlannedCell) -> None:
         assert planned.search is not None  # noqa: S101  (the caller checks)
@@ -744,10 +748,12 @@ class CellSearch:
         retries = self.planned.retries
         for retry in range(retries + 1):
             last = retry == retries
-            # warm: no cold start (docs/scenarios.md: a step's p99 is steady-state latency)
+            # warm: no cold start (docs/scenarios.md: a step's p99 is steady-state latency),
+            # settled: nothing the step before left to write out
             if self.scenario_run.run_one(
-                planned, rep, head, [], attempt=before + retry + 1, last=last, cold_start=False
-            ):
+                planned, rep, head, [], attempt=before + retry + 1, last=last,
+                cold_start=False, settle=True,
+            ):  # fmt: skip
                 break
 
     def run(self) -> ratesearch.SearchResult | None:

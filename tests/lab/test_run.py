@@ -392,7 +392,7 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     seen = []
     for rep in (2, 3):
         run_dir = runner.run_pgbench(cell, rep, client_hosts=list(cell.hosts), db_host="dbhost",
-                                     inventory=inventory, cold_start=False)  # fmt: skip
+                                     inventory=inventory, cold_start=False, settle=True)  # fmt: skip
         gathered = gather_run(run_dir)
         window = gathered.run.facts.get("latency_window")
         complete = gathered.run.status.value == "complete"

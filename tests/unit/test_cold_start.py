@@ -64,6 +64,28 @@ def test_steps_in_order_for_every_client_database(cold):
     ]  # fmt: skip
 
 
+def test_the_settled_start_keeps_the_server_and_its_caches(cold):
+    """A rate search's warm step: what pgbench does before a run unless -n, a CHECKPOINT
+    and a sync, so nothing the step before left is written out during this one; no stop,
+    no page-cache drop, no start."""
+    dbs = ["drivelab_client1", "drivelab_client2"]
+    steps = cold.steps("15", "drivelab_nvme", 5440, dbs, mode="settled")
+    assert [name for name, _, _ in steps] == [
+        "start if down",
+        "vacuum drivelab_client1",
+        "vacuum drivelab_client2",
+        "checkpoint",
+        "sync",
+    ]
+    argv = {name: what for name, what, _ in steps}
+    assert argv["sync"] is cold.sync
+    assert (
+        argv["checkpoint"]
+        == dict((n, w) for n, w, _ in cold.steps("15", "drivelab_nvme", 5440, dbs))["checkpoint"]
+    )
+    assert not {"stop", "drop the page cache", "start"} & set(argv)
+
+
 def test_a_stages_steps_run_at_once_and_the_first_failure_is_named(cold, tmp_path):
     """Each step of a stage waits for the other's file: they end only if they run at
     once (each gives up after 10 s, and then fails). A failing step is named with its

@@ -767,17 +767,21 @@ def test_a_retry_is_its_own_attempt(tmp_path):
 
 
 def test_a_warm_run_says_so(tmp_path):
-    """A rate search's steps run without the cold start: run.json says it, and the
-    stored run carries it as the fact ``cold_start``; run.json without it (written before
-    drivelab recorded it) was a cold start, as every run then was."""
-    warm = make_run(tmp_path / "w", two(), rep=0, run_extra={"cold_start": False})
+    """A rate search's steps run without the cold start, settled instead: run.json says
+    it, and the stored run carries it as the facts ``cold_start`` and ``settled``;
+    run.json without them (written before drivelab recorded them) was a cold start, as
+    every run then was."""
+    warm = make_run(tmp_path / "w", two(), rep=0, run_extra={"cold_start": False, "settled": True})
     assert RunMeta.read(warm).cold_start is False
-    assert gather.gather_run(warm).run.facts["cold_start"] is False
+    facts = gather.gather_run(warm).run.facts
+    assert (facts["cold_start"], facts["settled"]) == (False, True)
     old = make_run(tmp_path / "o", two(), rep=0)
     doc = json.loads((old / "run.json").read_text())
     doc.pop("cold_start", None)
+    doc.pop("settled", None)
     (old / "run.json").write_text(json.dumps(doc))
-    assert gather.gather_run(old).run.facts["cold_start"] is True
+    facts = gather.gather_run(old).run.facts
+    assert (facts["cold_start"], facts["settled"]) == (True, False)
     bad = make_run(tmp_path / "b", two(), rep=0, run_extra={"cold_start": "no"})
     with pytest.raises(DrivelabError, match="'cold_start'"):
         gather.gather_run(bad)

@@ -562,8 +562,10 @@ class ModelRun(ScenarioRun):
     def prepare_or_skip(self, planned, head) -> bool:
         return True
 
-    def run_one(self, planned, rep, head, tps, attempt=1, last=True, cold_start=True) -> bool:  # noqa: PLR0917
-        assert cold_start is False  # a step is measured warm
+    def run_one(  # noqa: PLR0917
+        self, planned, rep, head, tps, attempt=1, last=True, cold_start=True, settle=False
+    ) -> bool:
+        assert cold_start is False and settle is True  # a step is measured warm, settled
         if self.kill_after is not None and len(self.ran) >= self.kill_after:
             raise Killed
         cell = planned.cell

@@ -20,6 +20,7 @@ options:
   cluster: {type: str, required: true, description: "drivelab's cluster (drivelab or drivelab_<fs>)"}
   port: {type: int, required: true, description: the cluster's port}
   databases: {type: list, elements: str, required: true, description: "the client databases (drivelab_<client>)"}
+  mode: {type: str, choices: [cold, settled], default: cold, description: "settled: vacuums, CHECKPOINT and sync only (server and caches kept)"}
 """
 
 
@@ -30,6 +31,7 @@ def main():
             "cluster": {"type": "str", "required": True},
             "port": {"type": "int", "required": True},
             "databases": {"type": "list", "elements": "str", "required": True},
+            "mode": {"type": "str", "choices": ["cold", "settled"], "default": "cold"},
         },
         supports_check_mode=False,
     )
@@ -37,7 +39,9 @@ def main():
     refused = refusal(p["cluster"], p["databases"])
     if refused:
         module.fail_json(msg=refused)
-    seconds, failed = cold_start(p["major"], p["cluster"], p["port"], p["databases"])
+    seconds, failed = cold_start(
+        p["major"], p["cluster"], p["port"], p["databases"], mode=p["mode"]
+    )
     if failed:
         msg, rc = failed
         module.fail_json(msg=msg, rc=rc, seconds=seconds)

@@ -20,8 +20,9 @@ the run's cold start (module_utils drivelab_coldstart; the module drivelab_cold_
 alone cost a module run of its own, 0.5-1.0 s more on the DB host's path before every
 repetition in a profiled run): a failed cold start fails the module, naming its step
 (``cold_start_failed``); what fails after it is the environment's, and every result,
-failed or not, carries ``cold_start`` with each step's seconds. In check mode the cold
-start is not done."""
+failed or not, carries ``cold_start`` with each step's seconds. Its ``mode`` "settled"
+is the settled start instead (a rate search's warm steps: vacuums, CHECKPOINT, sync; the
+server and its caches kept). In check mode neither is done."""
 
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ options:
     options:
       cluster: {type: str, required: true}
       major: {type: str, required: true}
+      mode: {type: str, choices: [cold, settled], default: cold}
 """
 
 #: one JSON row: the version, the settings the server was given (not the defaults, not
@@ -421,6 +423,7 @@ def main():
                 "options": {
                     "cluster": {"type": "str", "required": True},
                     "major": {"type": "str", "required": True},
+                    "mode": {"type": "str", "choices": ["cold", "settled"], "default": "cold"},
                 },
             },
         },
@@ -437,11 +440,13 @@ def main():
         refused = refusal(cold["cluster"], p["databases"])
         if refused:
             module.fail_json(msg=refused, cold_start_failed=True)
-        seconds, failed = cold_start(cold["major"], cold["cluster"], p["port"], p["databases"])
+        seconds, failed = cold_start(
+            cold["major"], cold["cluster"], p["port"], p["databases"], mode=cold["mode"]
+        )
         if failed:
             module.fail_json(msg=failed[0], rc=failed[1], cold_start_failed=True, seconds=seconds)
         # from here on a failure is the environment's: the cold start is done, and says so
-        module.carry = {"changed": True, "cold_start": {"seconds": seconds}}
+        module.carry = {"changed": True, "cold_start": {"seconds": seconds, "mode": cold["mode"]}}
     extra = {}
     if p["port"] is not None:
         pg = postgresql(module, p["port"], p["socket"], p["databases"])

@@ -15,7 +15,12 @@ however soon the server is up: it waits for the server to accept connections its
 (module_utils drivelab_pgstart, role drivelab's). Only drivelab's own clusters and
 databases: anything else is refused, nothing touched. The steps on the client databases
 (vacuum, warm, the one transaction) run for every database at once, a stage each: one
-after another they cost about 0.17 s per client database of every repetition."""
+after another they cost about 0.17 s per client database of every repetition.
+
+The settled start (``mode`` "settled": a rate search's warm steps) keeps the server
+running and its caches: the vacuums, the CHECKPOINT and a sync, so a step starts with
+nothing the step before left to write out (on the lab's hdd7200 a step at 56/s run
+right after one at 160/s broke at p99 3.8 s, twice, and 66/s held at 60-83 ms later)."""
 
 from __future__ import annotations
 
@@ -68,9 +73,31 @@ def stages(major, cluster, port, databases, systemd=False):
     ]
 
 
-def steps(major, cluster, port, databases, systemd=False):
-    """Every step of :func:`stages`, in order."""
-    return [step for stage in stages(major, cluster, port, databases, systemd) for step in stage]
+def settled_stages(major, cluster, port, databases):
+    """The settled start's steps, as stages: the cold start's up to its CHECKPOINT, then
+    a sync of the page cache; the server keeps running, its caches are kept."""
+    ctl = ["pg_ctlcluster", major, cluster]
+    return [
+        [("start if down", [*ctl, "start"], (0, 2))],
+        [(f"vacuum {db}", psql(port, db, VACUUM), (0,)) for db in databases],
+        [("checkpoint", psql(port, "postgres", ("CHECKPOINT",)), (0,))],
+        [("sync", sync, (0,))],
+    ]
+
+
+MODES = ("cold", "settled")
+
+
+def steps(major, cluster, port, databases, systemd=False, *, mode="cold"):
+    """Every step of :func:`stages` (``mode`` "settled": :func:`settled_stages`), in order."""
+    return [step for stage in _stages(major, cluster, port, databases, systemd, mode=mode)
+            for step in stage]  # fmt: skip
+
+
+def _stages(major, cluster, port, databases, systemd, *, mode):
+    if mode == "settled":
+        return settled_stages(major, cluster, port, databases)
+    return stages(major, cluster, port, databases, systemd)
 
 
 def run_stage(stage, seconds):
@@ -107,6 +134,11 @@ def run_stage(stage, seconds):
     return failed
 
 
+def sync():
+    os.sync()
+    return 0, "", ""
+
+
 def drop_caches():
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w", encoding="ascii") as fh:
@@ -124,15 +156,17 @@ def refusal(cluster, databases):
     return None
 
 
-def cold_start(major, cluster, port, databases):
-    """Runs every stage; returns (seconds of each step, from the start of its stage;
-    None, or (one line naming the step that failed, its exit code))."""
+def cold_start(major, cluster, port, databases, mode="cold"):
+    """Runs every stage (``mode`` "settled": the settled start's); returns (seconds of
+    each step, from the start of its stage; None, or (one line naming the step that
+    failed, its exit code))."""
     seconds = {}
     systemd = os.path.isdir("/run/systemd/system")
-    for stage in stages(major, cluster, port, databases, systemd):
+    what = "settled start" if mode == "settled" else "cold start"
+    for stage in _stages(major, cluster, port, databases, systemd, mode=mode):
         failed = run_stage(stage, seconds)
         if failed:
             name, rc, err = failed
             last = ((err or "").strip().splitlines() or [f"exit {rc}"])[-1]
-            return seconds, (f"cold start: {name}: {last}", rc)
+            return seconds, (f"{what}: {name}: {last}", rc)
     return seconds, None
