@@ -417,3 +417,109 @@ def test_the_module_through_ansible_refuses_in_one_line_and_releases(tmp_path):
     first.release()
     assert lease.query(inv, inventory) == {"db_host": "dbhost", "lease": None, "stale": None,
                                            "text": "free"}  # fmt: skip
+
+
+# ------------------------------------------ the entry point `lease` of a playbook called directly
+
+LEASE_BOOK = """\
+- name: The lab's lease
+  hosts: db
+  gather_facts: false
+  any_errors_fatal: true
+  tasks:
+    - name: Hold it
+      ansible.builtin.import_role:
+        name: drivelab
+        tasks_from: lease
+      vars:
+        drivelab_lease_state: held
+        drivelab_lease_purpose: ansible-playbook book.yml
+
+- name: While held
+  hosts: db
+  gather_facts: false
+  tasks:
+    - name: The lease as this playbook holds it
+      ansible.builtin.command: cp {{ drivelab_lease_file }} {{ drivelab_lease_file }}.held
+      changed_when: true
+
+- name: The lab's lease, released
+  hosts: db
+  gather_facts: false
+  tasks:
+    - name: Release it
+      ansible.builtin.import_role:
+        name: drivelab
+        tasks_from: lease
+      vars:
+        drivelab_lease_state: absent
+"""
+
+
+def run_lease_book(tmp_path: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    inventory = {"all": {"children": {"db": {"hosts": {"dbhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "drivelab_lease_file": str(tmp_path / "lease.json"),
+    }}}}}}  # fmt: skip
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "book.yml").write_text(LEASE_BOOK)
+    failures = tmp_path / "failures.jsonl"
+    failures.unlink(missing_ok=True)
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(
+        os.environ, ANSIBLE_CONFIG=str(repo / "ansible.cfg"), DRIVELAB_FAILURES=str(failures)
+    )
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"),
+         str(tmp_path / "book.yml")],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    lines = failures.read_text().splitlines() if failures.exists() else []
+    return proc, [json.loads(line) for line in lines]
+
+
+def task_output(stdout: str, task: str) -> str:
+    """What ansible-playbook printed for the task whose name starts with ``task`` (from its
+    banner to the next one), its lines joined as they were wrapped."""
+    text = stdout.split(f"TASK [drivelab : {task}", 1)[1].split("TASK [", 1)[0]
+    return " ".join(text.split()).replace("''", "'")
+
+
+def test_a_playbook_takes_a_free_lease_in_one_module_run_and_releases_it(tmp_path):
+    proc, failures = run_lease_book(tmp_path)
+    assert proc.returncode == 0 and not failures, proc.stdout[-3000:]
+    # the outright take held it: the hold that follows a refusal did not run
+    assert "ok: [dbhost]" in task_output(proc.stdout, "Take the lab's lease for this playbook")
+    assert "skipping: [dbhost]" in task_output(proc.stdout, "Hold the lab's lease, or refuse")
+    held = json.loads((tmp_path / "lease.json.held").read_text())
+    record = held.get("holder", held)
+    assert record["purpose"] == "ansible-playbook book.yml", held
+    assert record["controller"] == socket.gethostname() and record["token"].startswith("playbook-")
+    assert rules.query(str(tmp_path / "lease.json"))["lease"] is None  # released at the end
+
+
+def test_a_playbook_is_refused_in_one_line_while_a_live_holder_has_the_lease(tmp_path):
+    path = str(tmp_path / "lease.json")
+    rules.take(path, holder("run-1", controller=socket.gethostname(), pid=os.getpid()), 120)
+    proc, failures = run_lease_book(tmp_path)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    (failure,) = failures
+    assert failure["refusal"] == "lease_held", failure
+    assert failure["msg"].startswith("dbhost is in use: drivelab run of scenario 'seed' by ann@")
+    assert "\n" not in failure["msg"]
+    assert not (tmp_path / "lease.json.held").exists()  # nothing after the lease play ran
+    assert rules.query(path)["lease"]["pid"] == os.getpid()  # still the run's
+
+
+def test_a_playbook_takes_the_lease_over_from_a_holder_whose_process_is_gone(tmp_path):
+    path = str(tmp_path / "lease.json")
+    pid = dead_pid()
+    rules.take(path, holder("run-1", controller=socket.gethostname(), pid=pid), 120)
+    proc, failures = run_lease_book(tmp_path)
+    assert proc.returncode == 0 and not failures, proc.stdout[-3000:]
+    said = task_output(proc.stdout, "Say a takeover")
+    assert "dbhost: took the lab's lease over from drivelab run of scenario 'seed'" in said, said
+    assert f"its process {pid} on {socket.gethostname()} is gone" in said, said
+    held = json.loads((tmp_path / "lease.json.held").read_text())
+    assert "run-1" not in json.dumps(held.get("holder", held).get("token", "")), held
+    assert rules.query(path)["lease"] is None  # released at the end
