@@ -4,7 +4,7 @@ its p99 latency at or under a target, found by bisection. Pure logic: the runner
 stored run into an :class:`Observation` and asks again, until it answers with a
 :class:`SearchResult`.
 
-The state is nothing but the observations so far (one per total rate run): the next
+The state is nothing but the observations so far (in the order run): the next
 rate is a function of them and the :class:`SearchSpec`, so a search killed mid-way
 and started again reads its stored steps back and goes on where it stopped, and a
 target changed since re-judges the stored steps against the new one.
@@ -26,6 +26,14 @@ The rules (docs/scenarios.md, "Searching the sustained rate"):
   the result as noisy, and the search goes on above it. A break by a growing lag or an
   incomplete run is believed at once. On the lab one 8 s step at 72/s broke at p99
   696 ms where 84/s then held at 126 ms; in another search 56/s broke and then held.
+* A break right after an overload (the run before it fell behind its rate: complete,
+  the lag growing) may be the overload's aftermath, not this rate's: the bracket's top
+  that broke only in such runs is run again once a step has held (``why`` "confirm";
+  the search bisects below it meanwhile, and when the bracket cannot be split the
+  sustained rate is run again first, ``why`` "again"). On the lab after 160/s fell
+  behind, 56/s broke in the next two steps, settled as they were, then 66/s held twice.
+  Whether a run came right after an overload depends on the order of the runs, so the
+  observations are given in the order run.
 * Finding a bracket: the first step runs ``low`` (default :data:`DEFAULT_LOW`); while
   nothing broke, the next is ``high`` when given and not run yet, else twice the
   highest hold; while nothing held, half the lowest break, down to one transaction per
@@ -177,11 +185,14 @@ class Step:
     runs: int = 1
     #: it broke, every time by its p99 alone (complete, the rate sustained)
     p99_only: bool = False
+    #: it broke, every time in a run right after an overload (a run that fell behind its
+    #: rate): a break that may be the overload's aftermath, not this rate's
+    after_overload: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
             "rate": self.rate, "holds": self.holds, "why": self.why, "p99_ms": self.p99_ms,
-            "runs": self.runs, "p99_only": self.p99_only,
+            "runs": self.runs, "p99_only": self.p99_only, "after_overload": self.after_overload,
         }  # fmt: skip
 
 
@@ -278,17 +289,33 @@ class Decision:
     rate: int | None
     result: SearchResult | None = None
     #: why this rate: "start", "high", "double", "halve", "bisect", "confirm" (the
-    #: bracket's top run again)
+    #: bracket's top run again), "again" (the sustained rate run again, so that the top's
+    #: confirmation follows a hold)
     why: str = ""
+
+    @property
+    def again(self) -> bool:
+        """A rate run a second time (the step cell's repetition 1)."""
+        return self.why in ("confirm", "again")
+
+
+def overload(obs: Observation) -> bool:
+    """A run that fell behind its rate (complete, the lag grew): the drive was overloaded
+    and may still be paying for it when the next run starts."""
+    return obs.complete and obs.sustained is False
 
 
 def judge(spec: SearchSpec, observations: Iterable[Observation]) -> list[Step]:
-    """The observations as steps, one per rate, in the order first run. A rate run more
-    than once holds when any of its runs held (that run's reading), and breaks when all
-    broke (the latest reading); its ``why`` says what the other runs gave."""
+    """The observations (in the order run) as steps, one per rate, in the order first
+    run. A rate run more than once holds when any of its runs held (that run's reading),
+    and breaks when all broke (the latest reading); its ``why`` says what the other runs
+    gave."""
+    observations = list(observations)
     by_rate: dict[int, list[Observation]] = {}
-    for obs in observations:
+    shadowed: dict[int, list[bool]] = {}
+    for i, obs in enumerate(observations):
         by_rate.setdefault(obs.rate, []).append(obs)
+        shadowed.setdefault(obs.rate, []).append(i > 0 and overload(observations[i - 1]))
     out = []
     for rate, seen in by_rate.items():
         verdicts = [(obs, *obs.verdict(spec.p99_ms)) for obs in seen]
@@ -301,7 +328,13 @@ def judge(spec: SearchSpec, observations: Iterable[Observation]) -> list[Step]:
         p99_only = not holds and all(
             o.complete and o.sustained is not False and o.p99_ms is not None for o in seen
         )
-        out.append(Step(rate, holds, why, obs.p99_ms, runs=len(seen), p99_only=p99_only))
+        after = not holds and all(shadowed[rate])
+        if after:
+            why += " (right after an overload)"
+        out.append(
+            Step(rate, holds, why, obs.p99_ms, runs=len(seen), p99_only=p99_only,
+                 after_overload=after)
+        )  # fmt: skip
     return out
 
 
@@ -316,10 +349,21 @@ def next_step(spec: SearchSpec, observations: Iterable[Observation]) -> Decision
     noisy = tuple(sorted(s.rate for s in steps if s.holds and breaks_at and s.rate > breaks_at))
     status, nxt = _bracket_next(spec, holds_at, breaks_at)
     top = next((s for s in steps if s.rate == breaks_at), None)
-    if holds_at is not None and top is not None and top.runs < 2 and top.p99_only:
-        # the top of the bracket broke once, by its p99 alone: run it again before the
-        # search builds on it (the noise of a short step is one-sided)
-        nxt = Decision(top.rate, why="confirm")
+    if holds_at is not None and top is not None and top.runs < 2:
+        last_held = bool(observations) and observations[-1].verdict(spec.p99_ms)[0]
+        if top.after_overload:
+            # its break may be the overload's: run it again once a step has held (the
+            # search goes on below it meanwhile; with nothing left below, the sustained
+            # rate is run again first)
+            if last_held:
+                nxt = Decision(top.rate, why="confirm")
+            elif nxt is None:
+                bottom = next(s for s in steps if s.rate == holds_at)
+                nxt = Decision(holds_at, why="again") if bottom.runs < 2 else None
+        elif top.p99_only:
+            # the top of the bracket broke once, by its p99 alone: run it again before the
+            # search builds on it (the noise of a short step is one-sided)
+            nxt = Decision(top.rate, why="confirm")
     if nxt is not None and len(observations) >= spec.steps:
         nxt = None
         if holds_at is not None and breaks_at is not None:
@@ -329,11 +373,12 @@ def next_step(spec: SearchSpec, observations: Iterable[Observation]) -> Decision
             status = NO_BREAK if holds_at is not None else NO_HOLD
     if nxt is not None:
         return nxt
+    broke = {o.rate for o in observations if not o.verdict(spec.p99_ms)[0]}
     result = SearchResult(
         p99_ms=spec.p99_ms, status=status, holds_at=holds_at, breaks_at=breaks_at,
         steps=tuple(steps), within_pct=spec.within_pct, max_steps=spec.steps,
         held_above_break=noisy,
-        held_when_confirmed=tuple(s.rate for s in steps if s.holds and s.runs > 1),
+        held_when_confirmed=tuple(s.rate for s in steps if s.holds and s.rate in broke),
     )  # fmt: skip
     return Decision(None, result)
 

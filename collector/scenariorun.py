@@ -679,12 +679,14 @@ class CellSearch:
     ``retries`` times) without the cold start: the p99 searched is the warm, steady
     state's, not the cache warming up (on a cold 120-IOPS drive that alone was 230 ms to
     1 s in an 8 s step). Each step is settled first (vacuums, CHECKPOINT, sync; caches
-    kept): a step right after an overloaded one otherwise measured its write-back (lab
-    hdd7200: 56/s broke at p99 3.8 s twice after 160/s, 66/s held at 60-83 ms later).
-    Before every step the steps stored so far are read back from the store (their
-    ``latency_window`` facts and status): that is the whole state, so a search killed
-    mid-way goes on where it stopped. The result is stored as the scenario fact
-    ``rate_search`` (scope ``rate_search``) and printed."""
+    kept): nothing the step before left to write out. That was not all an overload left
+    (lab hdd7200, settled: 56/s broke at p99 2.3 s right after 160/s, 66/s held twice
+    later), so a break right after an overload is run again after a hold
+    (:mod:`collector.ratesearch`). Before every step the steps stored so far are read
+    back from the store in the order run (their ``latency_window`` facts and status):
+    that is the whole state, so a search killed mid-way goes on where it stopped. The
+    result is stored as the scenario fact ``rate_search`` (scope ``rate_search``) and
+    printed."""
 
     def __init__(self, run: ScenarioRun, planned: PlannedCell) -> None:
         assert planned.search is not None  # noqa: S101  (the caller checks)
@@ -712,7 +714,8 @@ class CellSearch:
                 total = per_host * self.hosts
                 if step_cell(self.cell, total).spec.key != spec.key:
                     continue
-                # repetition 0: the step; 1: the step run again to confirm its break
+                # repetition 0: the step; 1: the step run again (its break confirmed, or the
+                # sustained rate again before a confirmation)
                 for rep in (0, 1):
                     runs = [r for r in store.runs(cid) if r.repetition == rep]
                     if not runs:
@@ -732,7 +735,7 @@ class CellSearch:
         total = decision.rate
         assert total is not None  # noqa: S101  (a step has a rate)
         step = step_cell(self.cell, total)
-        rep = 1 if decision.why == "confirm" else 0
+        rep = 1 if decision.again else 0
         src, dst = self.cell.cell_dir() / DB_DIR, step.cell_dir() / DB_DIR
         if dst.exists():
             shutil.rmtree(dst)
