@@ -57,11 +57,17 @@ TELEMETRY_STAMP = "drivelab-telemetry.json"
 
 def _stamp(inventory: Path, *more: str) -> str:
     """A hash of the roles, playbooks, Ansible plugins and ansible.cfg, the inventory
-    (with its group_vars and host_vars), the generated client passwords and ``more``."""
+    (with its group_vars and host_vars), the generated client passwords and ``more``.
+    A folder holding hosts.yml is that file, as `drivelab run --inventory` takes it: the
+    lab's inventory is the folder for callers that name none and hosts.yml for `drivelab
+    run`, and their stamps differed (a provisioning re-run after `drivelab run` rewrote
+    every host's stamp, 6 changes)."""
     h = hashlib.sha256()
     plugins = REPO / "collector" / "ansible_plugins"
     roots = [REPO / "ansible.cfg", REPO / "roles", REPO / "playbooks", plugins]
     inventory = Path(inventory).resolve()
+    if inventory.is_dir() and (inventory / "hosts.yml").is_file():
+        inventory = inventory / "hosts.yml"
     roots += [inventory] if inventory.is_dir() else [
         inventory, inventory.parent / "group_vars", inventory.parent / "host_vars"
     ]  # fmt: skip

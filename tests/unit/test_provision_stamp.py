@@ -31,6 +31,20 @@ def test_the_same_inputs_give_the_same_stamp(setup):
     )
 
 
+def test_a_folder_holding_hosts_yml_is_that_file(setup):
+    """`drivelab run` names the lab's inventory by its hosts.yml, the runner's callers
+    that name none by its folder (collector.paths.LOCAL_INVENTORY): one inventory, one
+    stamp. When they differed, a provisioning re-run after `drivelab run` found no host
+    current and rewrote every stamp (6 changes on the 2-client lab)."""
+    inventory, _ = setup
+    assert runner.provision_stamp(inventory) == runner.provision_stamp(inventory / "hosts.yml")
+    # a folder of other inventory files is hashed whole
+    (inventory / "hosts.yml").rename(inventory / "lab.yml")
+    before = runner.provision_stamp(inventory)
+    (inventory / "lab.yml").write_text((inventory / "lab.yml").read_text() + "\n# more\n")
+    assert runner.provision_stamp(inventory) != before
+
+
 def test_an_inventory_change_changes_it(setup):
     inventory, _ = setup
     before = runner.provision_stamp(inventory / "hosts.yml")
