@@ -215,9 +215,10 @@ def test_an_unknown_setting_is_refused_in_seconds_and_nothing_changes(lab2, tmp_
     from collector import runner  # noqa: PLC0415
 
     monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
-    # the lab provisioned, as a run leaves it (the inventory named as drivelab run names
-    # it: the provisioning stamp covers the inventory's path)
-    runner.provision_unless_unchanged(inventory=REPO / "inventory" / "local" / "hosts.yml")
+    # the lab provisioned, as a run leaves it, its inventory named by its folder (the
+    # runner's default) where drivelab run names its hosts.yml: one inventory, one stamp
+    # (they differed once, and drivelab run provisioned again)
+    runner.provision_unless_unchanged()
     hdd = next(d for d in db_drives() if d["name"] == "hdd10k")["device"]
     conf, pid = CONF.read_bytes(), PIDFILE.read_text().split()[0]
     scenario = tmp_path / "unknown-setting.yml"
