@@ -30,8 +30,8 @@ The rules (docs/scenarios.md, "Searching the sustained rate"):
   the lag growing) may be the overload's aftermath, not this rate's: the bracket's top
   that broke only in such runs is run again once a step has held (``why`` "confirm";
   the search bisects below it meanwhile, and when the bracket cannot be split the
-  sustained rate is run again first, ``why`` "again"). On the lab after 160/s fell
-  behind, 56/s broke in the next two steps, settled as they were, then 66/s held twice.
+  sustained rate is run again first, ``why`` "again"). On the lab (CI, settled steps)
+  56/s broke right after 160/s fell behind, 34 and 44 held, and 66/s held twice later.
   Whether a run came right after an overload depends on the order of the runs, so the
   observations are given in the order run.
 * Finding a bracket: the first step runs ``low`` (default :data:`DEFAULT_LOW`); while

@@ -307,11 +307,11 @@ def test_a_break_that_holds_when_confirmed_moves_the_bracket_up_and_is_named():
 
 def test_a_break_right_after_an_overload_is_run_again_after_a_hold():
     """The lab's rate search in CI (661f8b1): after 160/s fell behind (p99 5,308 ms),
-    56/s broke at 2,261 ms with its lag growing too, and was believed at once; 34 and 44
+    56/s broke at 2,261 ms and was believed at once (not by its p99 alone); 34 and 44
     then held, the search stopped at 44, and 66/s (1.5 times it) held twice: the drive
     was still paying for 160/s. A break right after an overload now counts only once
-    the rate is run again after a step that held (e5bb4f6 had 56 break by its p99 twice,
-    run again at once as a break by p99 alone was: the drive still paying as well)."""
+    the rate is run again after a step that held (e5bb4f6, before settled steps, had 56
+    break by its p99 twice, run again at once as a break by p99 alone was)."""
     spec = rs.SearchSpec(p99_ms=200, low=20, high=160, steps=10, within_pct=25, quantum=2)
     behind = "rate not sustained: lag grew"
     seen = [
