@@ -29,11 +29,15 @@ The rules (docs/scenarios.md, "Searching the sustained rate"):
 * A break right after an overload (the run before it fell behind its rate: complete,
   the lag growing) may be the overload's aftermath, not this rate's: the bracket's top
   that broke only in such runs is run again once a step has held (``why`` "confirm";
-  the search bisects below it meanwhile, and when the bracket cannot be split the
-  sustained rate is run again first, ``why`` "again"). On the lab (CI, settled steps)
-  56/s broke right after 160/s fell behind, 34 and 44 held, and 66/s held twice later.
-  Whether a run came right after an overload depends on the order of the runs, so the
-  observations are given in the order run.
+  the search bisects below it meanwhile, and when the bracket cannot be split a rate
+  that held once is run again first, the sustained rate if it can be, ``why`` "again").
+  With one step left, or no rate to run again (each run twice already), it is run again
+  at once: a search does not end on such a break unconfirmed. On the lab (CI, settled
+  steps) 56/s broke right after 160/s fell behind, 34 and 44 held, and 66/s held twice
+  later; in another CI search 72/s broke by its p99 right after 94/s fell behind, with
+  56/s (the sustained rate) run twice already, and was left unconfirmed: now it is run
+  again. Whether a run came right after an overload depends on the order of the runs,
+  so the observations are given in the order run.
 * Finding a bracket: the first step runs ``low`` (default :data:`DEFAULT_LOW`); while
   nothing broke, the next is ``high`` when given and not run yet, else twice the
   highest hold; while nothing held, half the lowest break, down to one transaction per
@@ -351,15 +355,20 @@ def next_step(spec: SearchSpec, observations: Iterable[Observation]) -> Decision
     top = next((s for s in steps if s.rate == breaks_at), None)
     if holds_at is not None and top is not None and top.runs < 2:
         last_held = bool(observations) and observations[-1].verdict(spec.p99_ms)[0]
+        left = spec.steps - len(observations)
         if top.after_overload:
             # its break may be the overload's: run it again once a step has held (the
-            # search goes on below it meanwhile; with nothing left below, the sustained
-            # rate is run again first)
-            if last_held:
+            # search goes on below it meanwhile; with nothing left below, a rate that held
+            # once is run again first, the sustained rate if it can be). The last step
+            # left, or no such rate, confirms it at once
+            spacer = max(
+                (s.rate for s in steps if s.holds and s.rate < top.rate and s.runs < 2),
+                default=None,
+            )
+            if last_held or left < 2 or (nxt is None and spacer is None):
                 nxt = Decision(top.rate, why="confirm")
             elif nxt is None:
-                bottom = next(s for s in steps if s.rate == holds_at)
-                nxt = Decision(holds_at, why="again") if bottom.runs < 2 else None
+                nxt = Decision(spacer, why="again")
         elif top.p99_only:
             # the top of the bracket broke once, by its p99 alone: run it again before the
             # search builds on it (the noise of a short step is one-sided)

@@ -353,6 +353,78 @@ def test_a_break_right_after_an_overload_is_run_again_after_a_hold():
     assert "breaks at 118 twice" in result.text
 
 
+def test_a_break_after_an_overload_is_never_left_unconfirmed():
+    """CI on 99287dd: 20/s broke once and then held, 160/s fell behind, 56/s broke right
+    after it and held when run again after 34/s held; 94/s fell behind, and 72/s broke by
+    its p99 alone (397 ms) right after it. The bracket 56..72 could not be split, the
+    sustained rate had been run twice, and the search ended on 72's one break,
+    unconfirmed. Now a rate that held once is run again first when two steps are left,
+    else the top is run again at once."""
+    behind = "rate not sustained: lag grew"
+    seen = [
+        rs.Observation(20, 250.4, True, True),
+        rs.Observation(10, 9.6, True, True),
+        rs.Observation(20, 17.2, True, True),
+        rs.Observation(160, 5963.8, False, True, behind),
+        rs.Observation(56, 310.0, True, True),
+        rs.Observation(34, 10.6, True, True),
+        rs.Observation(56, 16.6, True, True),
+        rs.Observation(94, 876.5, False, True, behind),
+        rs.Observation(72, 397.3, True, True),
+    ]
+    spec = rs.SearchSpec(p99_ms=200, low=20, high=160, steps=10, within_pct=25, quantum=2)
+    top = next(s for s in rs.judge(spec, seen) if s.rate == 72)
+    assert top.after_overload and top.p99_only and top.runs == 1
+    # the 10th and last step: the top at once
+    assert rs.next_step(spec, seen) == rs.Decision(72, why="confirm")
+    # room for two: 34, the highest rate that held once (56 and 20 ran twice), then 72
+    roomy = rs.SearchSpec(p99_ms=200, low=20, high=160, steps=12, within_pct=25, quantum=2)
+    assert rs.next_step(roomy, seen) == rs.Decision(34, why="again")
+    seen_again = [*seen, rs.Observation(34, 11.0, True, True)]
+    assert rs.next_step(roomy, seen_again) == rs.Decision(72, why="confirm")
+    # broke again: confirmed, 56 sustained, 72 broke twice
+    result = rs.next_step(spec, [*seen, rs.Observation(72, 420.0, True, True)]).result
+    assert result is not None and (result.holds_at, result.breaks_at) == (56, 72)
+    assert result.confirmed and "breaks at 72 twice" in result.text
+    # every rate that held run twice already: the top at once, steps left or not
+    ran_twice = [
+        rs.Observation(56, 20.0, True, True),
+        rs.Observation(56, 18.0, True, True),
+        rs.Observation(94, 876.5, False, True, behind),
+        rs.Observation(72, 397.3, True, True),
+    ]
+    assert rs.next_step(roomy, ran_twice) == rs.Decision(72, why="confirm")
+
+
+@pytest.mark.parametrize("capacity", [37, 61, 90, 133, 250])
+@pytest.mark.parametrize("aftermath", [1, 2])
+@pytest.mark.parametrize("steps", [6, 8, 10])
+def test_a_search_ends_with_its_top_confirmed_unless_the_steps_ran_out(capacity, aftermath, steps):
+    """Whatever the order of breaks, a search that stops with steps left has run the top
+    of its bracket twice when it broke by its p99 alone or right after an overload; one
+    that used every step may not have (its last step broke a new top)."""
+    spec = rs.SearchSpec(p99_ms=200, low=20, high=160, steps=steps, within_pct=25, quantum=2)
+    observe_model = model(capacity)
+    shadow = {"left": 0}
+
+    def observe(rate: int) -> rs.Observation:
+        obs = observe_model(rate)
+        if shadow["left"] > 0 and obs.complete:  # the overload's aftermath: p99 only
+            shadow["left"] -= 1
+            obs = rs.Observation(rate, max(obs.p99_ms or 0, 400.0), obs.sustained, True)
+        if rs.overload(obs):
+            shadow["left"] = aftermath
+        return obs
+
+    result, decisions = search(spec, observe)
+    top = next((s for s in result.steps if s.rate == result.breaks_at), None)
+    if top is not None and result.holds_at is not None and result.runs < steps:
+        assert top.runs == 2 or not (top.p99_only or top.after_overload), (
+            [(d.rate, d.why) for d in decisions],
+            result.text,
+        )
+
+
 def test_a_hold_above_the_lowest_break_does_not_move_the_bracket():
     spec = rs.SearchSpec(p99_ms=20, within_pct=10)
     obs = [
