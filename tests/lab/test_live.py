@@ -70,15 +70,15 @@ def stored_run(db: Path):
 def test_live_table_in_tmux_updates_one_row_per_client(lab2, tmp_path):
     path = scenario(tmp_path, "live-tmux")
     results = tmp_path / "results"
-    cmd = f"cd {REPO} && DRIVELAB_RESULTS={results} {BIN / 'drivelab'} run {path} --no-telemetry; sleep 60"
+    cmd = f"cd {REPO} && DRIVELAB_RESULTS={results} {BIN / 'drivelab'} run {path} --no-telemetry; echo drivelab-exit=$?; sleep 60"
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", TMUX, "-x", "160", "-y", "50", cmd], check=True
     )
     try:
 
-        def pane() -> str:
+        def pane(history: bool = False) -> str:
             return subprocess.run(
-                ["tmux", "capture-pane", "-p", "-t", TMUX],
+                ["tmux", "capture-pane", "-p", "-t", TMUX, *(["-S", "-"] if history else [])],
                 capture_output=True,
                 text=True,
                 check=True,
@@ -102,7 +102,11 @@ def test_live_table_in_tmux_updates_one_row_per_client(lab2, tmp_path):
         )  # fmt: skip
         assert watch.returncode == 0, watch.stdout + watch.stderr
         assert sum(1 for line in watch.stdout.splitlines() if "│ client" in line) == 2
-        wait_for(lambda: "rep 0: complete" in pane(), 120, "the run to be stored")
+        # the run ends on its own (its exporter gone with it) before the session is killed
+        text = wait_for(
+            lambda: "drivelab-exit=" in pane() and pane(history=True), 120, "drivelab run's exit"
+        )
+        assert "rep 0: complete" in text and "drivelab-exit=0" in text, text
     finally:
         subprocess.run(["tmux", "kill-session", "-t", TMUX], check=False)
     run, clients, facts = stored_run(results / "drivelab.db")
@@ -145,20 +149,30 @@ def test_a_dropped_stream_is_marked_and_the_results_come_from_the_logs(lab2, tmp
         [str(BIN / "drivelab"), "run", str(path), "--no-telemetry"], cwd=REPO, env=env, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
+    seen: dict[str, str | None] = {}
+
+    def both_running() -> bool:
+        text = metrics()
+        seen.update((c, status_of(text, c)) for c in ("client1", "client2"))
+        if proc.poll() is not None:
+            raise AssertionError(f"drivelab run exited {proc.returncode} first")
+        return all(s == "running" for s in seen.values())
+
     try:
-        wait_for(
-            lambda: (
-                status_of(metrics(), "client1") == "running"
-                and status_of(metrics(), "client2") == "running"
-            ),
-            180,
-            "both clients running",
-        )
+        wait_for(both_running, 180, "both clients running")
         sshd = wait_for(lambda: _session_sshd_of_follower("client2"), 10, "the follower's sshd")
         os.kill(sshd, signal.SIGKILL)
         wait_for(lambda: status_of(metrics(), "client2") == "stream lost", 15, "stream lost")
         assert status_of(metrics(), "client1") == "running"
         out, _ = proc.communicate(timeout=180)
+    except AssertionError as err:
+        # what the run printed and what the live metrics last said, to tell why
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(
+            f"{err}; live statuses {seen}; drivelab run said:\n{out[-3000:]}"
+        ) from err
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
