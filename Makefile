@@ -86,6 +86,7 @@ bench: setup
 	$(BIN)/python bench/lab_timing.py
 	$(BIN)/python bench/skew.py
 	$(BIN)/python bench/parse_throughput.py
+	$(BIN)/python bench/ratesearch_model.py
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/ansible_tuning.py
 	$(BIN)/python bench/client_scale.py
