@@ -6,7 +6,12 @@ Clones the committed HEAD into a temporary folder and runs `bash .ci/run` there 
 does, its output passed through as it comes; afterwards `make down` and the clone
 removed, even on failure. Writes the section ``ci`` of docs/benchmarks.md: exit code,
 wall time, how much of it went to set-up and lint (until pytest starts) and to pytest,
-pytest's summary line, its slowest tests and the lab tests' time by file. Needs root
+pytest's summary line, its slowest tests and the lab tests' time by file, and where the
+machine's CPU went while pytest ran: the whole machine's busy time (/proc/stat) against
+the part of it spent in CI's own process tree as it waited for it (pytest, its workers,
+drivelab, ansible-playbook and its forks: the controller's side), the rest being the lab
+hosts' (their sshd and every module Ansible runs there, PostgreSQL, pgbench), SSH's
+connection masters (they detach from the tree) and the kernel's. Needs root
 and no lab up. 45 to 55 minutes on the 2-core lab machine.
 
     flock /tmp/drivelab-lab.lock .venv/bin/python bench/ci_timing.py   # as root
@@ -14,7 +19,9 @@ and no lab up. 45 to 55 minutes on the 2-core lab machine.
 
 from __future__ import annotations
 
+import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -41,11 +48,48 @@ def git(*args: str) -> str:
     ).stdout.strip()
 
 
-def run_ci(clone: Path) -> tuple[int, float, float | None, list[str]]:
+def busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy since boot (/proc/stat: all but idle
+    and iowait), summed over its cores."""
+    with open("/proc/stat", encoding="ascii") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_seconds(root: int) -> float:
+    """CPU seconds of ``root`` and its live descendants so far, each with the children it
+    has waited for (/proc/<pid>/stat: utime, stime, cutime, cstime)."""
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue
+        rest = text[text.rindex(")") + 2 :].split()
+        stats[int(entry)] = (int(rest[1]), sum(int(x) for x in rest[11:15]))
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, (0, 0))[1] / tick
+        todo += [child for child, (parent, _) in stats.items() if parent == pid]
+    return total
+
+
+def children_seconds() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def run_ci(clone: Path) -> tuple[int, float, float | None, list[str], dict]:
     """`bash .ci/run` in ``clone``: (exit code, seconds, seconds until pytest started or
-    None, the output's lines)."""
+    None, the output's lines, CPU seconds while pytest ran: "machine" and "tree")."""
     lines: list[str] = []
     pytest_at = None
+    cpu: dict[str, float] = {}
+    before = children_seconds()
     started = time.monotonic()
     with subprocess.Popen(
         ["bash", ".ci/run"], cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -57,8 +101,12 @@ def run_ci(clone: Path) -> tuple[int, float, float | None, list[str]]:
             lines.append(line.rstrip("\n"))
             if pytest_at is None and "test session starts" in line:
                 pytest_at = time.monotonic() - started
+                cpu = {"machine": -busy_seconds(), "tree": -tree_seconds(proc.pid)}
         rc = proc.wait()
-    return rc, time.monotonic() - started, pytest_at, lines
+    if cpu:
+        cpu["machine"] += busy_seconds()
+        cpu["tree"] += children_seconds() - before
+    return rc, time.monotonic() - started, pytest_at, lines, cpu
 
 
 def main() -> None:
@@ -66,7 +114,7 @@ def main() -> None:
     clone = Path(tempfile.mkdtemp(prefix="drivelab-ci-"))
     try:
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
-        rc, seconds, pytest_at, lines = run_ci(clone)
+        rc, seconds, pytest_at, lines, cpu = run_ci(clone)
     finally:
         subprocess.run(["make", "down"], cwd=clone, capture_output=True, check=False)
         shutil.rmtree(clone, ignore_errors=True)
@@ -80,6 +128,19 @@ def main() -> None:
         if pytest_at is not None
         else " pytest never started."
     )
+    if cpu and pytest_at is not None:
+        span = seconds - pytest_at
+        ncpu = os.cpu_count() or 1
+        rest = cpu["machine"] - cpu["tree"]
+        split += (
+            f" While pytest ran, the machine was busy {cpu['machine']:.0f} CPU-seconds"
+            f" ({cpu['machine'] / span:.2f} of its {ncpu} cores on average): CI's own process"
+            f" tree (pytest and its workers, drivelab, ansible-playbook and its forks)"
+            f" {cpu['tree']:.0f} s ({cpu['tree'] / max(cpu['machine'], 1e-9):.0%}), the rest"
+            f" (the lab hosts' sshd and module runs, PostgreSQL, pgbench, SSH's connection"
+            f" masters, the kernel) {rest:.0f} s."
+        )
+        print(f"CPU while pytest ran: machine {cpu['machine']:.0f} s, tree {cpu['tree']:.0f} s")
     body = [
         "## CI's command from a fresh clone (`bench/ci_timing.py`)",
         "",
