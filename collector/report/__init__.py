@@ -29,6 +29,7 @@ DATABASE_KEYS = (
     "db_sizes_bytes",
     "db_init_seconds",
     "db_caps_lifted",
+    "db_init_at_once",
     "postgresql_version",
 )
 

@@ -589,6 +589,15 @@ def _search_section(view: ScenarioView) -> list[str]:
     return parts
 
 
+def _init_cell(init: dict, at_once) -> str:
+    """The longest client's init seconds, and how many clients ran pgbench -i at once when
+    the cell's database.json says it (older runs do not)."""
+    if not init:
+        return "-"
+    text = f"{max(init.values()):.1f}"
+    return f"{text} ({at_once} at once)" if isinstance(at_once, int) else text
+
+
 def _database_table(view: ScenarioView) -> str:
     """Per cell, from its latest gathered run: WAL placement, DB memory, dataset size,
     init time, whether the IOPS caps were lifted for init, PostgreSQL version."""
@@ -611,7 +620,7 @@ def _database_table(view: ScenarioView) -> str:
                 else human_size(memory)
                 + (f" ({db['db_memory_source']})" if db.get("db_memory_source") else ""),
                 human_size(sum(sizes.values())) if sizes else "-",
-                f"{max(init.values()):.1f}" if init else "-",
+                _init_cell(init, db.get("db_init_at_once")),
                 "-" if lifted is None else ("yes" if lifted else "no"),
                 str(db.get("postgresql_version") or "-"),
                 fmt_cache(db.get("cache")),

@@ -91,6 +91,18 @@ def tps(gathered) -> float:
     return sum(c.tps for c in gathered.run.clients if c.tps)
 
 
+def inits_overlapped(f: dict) -> bool:
+    """Whether every client's pgbench -i of the cell ran at the same time as the others
+    (the latest start before the earliest end), from the init facts' start and end."""
+    from datetime import datetime  # noqa: PLC0415
+
+    ran = [v for v in f["db_init"].values() if v["ran"]]
+    assert len(ran) >= 2, f["db_init"]
+    starts = [datetime.fromisoformat(v["start"]) for v in ran]
+    ends = [datetime.fromisoformat(v["end"]) for v in ran]
+    return max(starts) < min(ends)
+
+
 TABLESPACE_QUERY = (
     "SELECT d.datname, t.spcname, pg_tablespace_location(t.oid) FROM pg_database d "
     "JOIN pg_tablespace t ON t.oid = d.dattablespace WHERE d.datname LIKE 'drivelab%'"
@@ -152,6 +164,10 @@ def test_tablespace_placement_both_clients_complete_in_step(pg, drive):
     assert f["start_skew_s"] - f["connect_spread_s"] < 0.050
     # scale 5 x 2 clients (about 170 MB) fits in the 512 MiB DB host: the warning says so
     assert "this run measures RAM, not the drive" in f["db_warning"]
+    # the 512 MiB DB host has room for both clients' pgbench -i at once (stock
+    # shared_buffers 128 MB, 2 x maintenance_work_mem 64 MB per init), and they ran so
+    assert f["db_init_at_once"] == 2, f.get("db_init_memory")
+    assert inits_overlapped(f), f["db_init"]
     assert f["wal_placement"] == "system disk"
     # the lab's kind and cgroup hierarchy travel with every run; the memory limit read
     # on the DB host names the hierarchy it came from
@@ -369,6 +385,10 @@ def test_datasets_twice_the_memory_nvme_still_beats_hdd7200(pg):
     assert sum(f["db_sizes_bytes"].values()) >= 2 * 300 * 1024**2
     assert not f.get("db_warning")
     assert all(v["caps_lifted"] for v in facts(slow)["db_init"].values() if v.get("ran"))
+    # 300 MiB leaves room for one init's index builds at a time: they ran one after the other
+    for run in (fast, slow):
+        assert facts(run)["db_init_at_once"] == 1, facts(run).get("db_init_memory")
+        assert not inits_overlapped(facts(run)), facts(run)["db_init"]
     print(
         f"tablespace, datasets >= 2x memory: nvme {tps(fast):.1f} tps, hdd7200 {tps(slow):.1f} tps"
     )

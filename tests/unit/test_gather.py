@@ -723,6 +723,24 @@ def test_html_shows_the_warning_and_the_database(tmp_path):
     assert "system disk" in text and "caps lifted" in text
 
 
+def test_html_says_how_many_clients_initialised_at_once(tmp_path):
+    database = {
+        "memory_bytes": 536870912,
+        "init": {
+            "client1": {"ran": True, "seconds": 2.4, "caps_lifted": True},
+            "client2": {"ran": True, "seconds": 2.6, "caps_lifted": True},
+        },
+        "init_at_once": 2,
+        "init_memory": {"memory_bytes": 536870912, "shared_buffers_bytes": 134217728},
+    }
+    db = tmp_path / "d.db"
+    with Store.open(db) as store:
+        gather.record_run_dir(store, make_run(tmp_path, two(), database=database))
+        view = load(store, "two-client")
+    assert view.cells[0].database["db_init_at_once"] == 2
+    assert "2.6 (2 at once)" in html.render([view])
+
+
 PG_STAT = Path(__file__).resolve().parents[1] / "data" / "pg_stat"
 
 

@@ -60,7 +60,9 @@ def _seconds(delta):
 
 
 def drivelab_init_facts(results, caps_lifted):
-    """{client: registered pgbench -i result} -> {client: {ran, seconds, rc, caps_lifted}}."""
+    """{client: registered pgbench -i result} -> {client: {ran, seconds, rc, caps_lifted,
+    start, end}}: start and end as the command task gives them (the client's local time,
+    "2026-11-29 11:52:03.123456"), which shows the inits that ran at the same time."""
     out = {}
     for client, res in results.items():
         ran = bool(res) and not res.get("skipped") and "delta" in res
@@ -69,6 +71,8 @@ def drivelab_init_facts(results, caps_lifted):
             "seconds": _seconds(res["delta"]) if ran else None,
             "rc": res.get("rc") if ran else None,
             "caps_lifted": bool(caps_lifted) if ran else False,
+            "start": res.get("start") if ran else None,
+            "end": res.get("end") if ran else None,
         }
     return out
 

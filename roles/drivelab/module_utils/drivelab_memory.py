@@ -59,3 +59,17 @@ def memory():
         source = f"cgroup memory limit ({path})"
         return {"memory_bytes": limit, "source": source, "mem_total_bytes": total}
     return {"memory_bytes": total, "source": "MemTotal", "mem_total_bytes": total}
+
+
+def inits_at_once(memory_bytes, shared_buffers_bytes, maintenance_work_mem_bytes, clients):
+    """How many clients may run pgbench -i against this server at the same time: each
+    init ends in index builds that take up to maintenance_work_mem, beside the server's
+    shared_buffers, in the memory that holds (:func:`memory`). Twice maintenance_work_mem
+    per init leaves room for the init's COPY and its backend; at least 1, at most
+    ``clients``. The lab's 256 and 300 MiB DB hosts (shared_buffers 128 MB,
+    maintenance_work_mem 64 MB) get 1, its 512 MiB one 3: two builds at once in 256 MiB
+    had a backend killed by the cgroup's OOM killer."""
+    clients = max(1, int(clients))
+    per_init = 2 * max(1, int(maintenance_work_mem_bytes))
+    room = int(memory_bytes) - int(shared_buffers_bytes)
+    return max(1, min(clients, room // per_init))

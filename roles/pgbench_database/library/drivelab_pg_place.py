@@ -5,7 +5,11 @@ and the tablespace on it; every drivelab database that is elsewhere (another dri
 tablespace) or of a client not in the cell dropped, each client's database made, owned
 by its role; drivelab tablespaces left unused dropped (an unused tablespace would stop
 its drive from being reformatted later). Returns the databases as they now are, with
-their init markers (the role decides which need pgbench -i).
+their init markers (the role decides which need pgbench -i), and how many clients
+run pgbench -i at once (``inits_at_once``): ``init_at_once`` when given, else (0) as
+many as the memory that holds on this host allows beside the server's shared_buffers,
+with maintenance_work_mem for each init's index builds (module_utils drivelab_memory;
+its figures in ``init_memory``).
 
 Eight tasks did this before, a module run each (0.3-1.0 s apiece, about 3.4 s of every
 database stage in a profiled run). psql as postgres over the Unix socket (module_utils
@@ -19,6 +23,7 @@ import pwd
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.drivelab_memory import inits_at_once, memory
 from ansible.module_utils.drivelab_psql import PsqlError, json_value
 
 DOCUMENTATION = r"""
@@ -31,6 +36,7 @@ options:
   placement: {type: str, choices: [tablespace, cluster], required: true, description: where the databases live}
   tablespace: {type: str, required: true, description: "the cell's tablespace name (drivelab_<fs>; tablespace placement)"}
   clients: {type: list, elements: str, required: true, description: "client hosts: database and role drivelab_<client> each"}
+  init_at_once: {type: int, default: 0, description: "clients that run pgbench -i at once; 0: as many as the memory allows"}
 """
 
 NAME = re.compile(r"^drivelab_[A-Za-z0-9_-]+$")
@@ -46,6 +52,12 @@ SPCS = r"""
 SELECT coalesce(json_agg(json_build_object('spcname', spcname, 'location', pg_tablespace_location(oid))
          ORDER BY spcname), '[]')
 FROM pg_tablespace WHERE spcname LIKE 'drivelab\_%'
+"""
+# in bytes (pg_settings gives shared_buffers in 8kB blocks, maintenance_work_mem in kB)
+MEMORY_SETTINGS = r"""
+SELECT json_object_agg(name, setting::bigint * CASE unit WHEN '8kB' THEN 8192 WHEN 'kB' THEN 1024
+                                                        WHEN 'MB' THEN 1048576 ELSE 1 END)
+FROM pg_settings WHERE name IN ('shared_buffers', 'maintenance_work_mem')
 """
 # each statement its own psql run (CREATE/DROP DATABASE and TABLESPACE refuse a
 # transaction block); the result is a JSON value, so json_value reads it like a query
@@ -92,10 +104,16 @@ def main():
             "placement": {"type": "str", "choices": ["tablespace", "cluster"], "required": True},
             "tablespace": {"type": "str", "required": True},
             "clients": {"type": "list", "elements": "str", "required": True},
+            "init_at_once": {"type": "int", "default": 0},
         },
         supports_check_mode=True,
     )
     p = module.params
+    if p["init_at_once"] < 0:
+        module.fail_json(
+            msg=f"pgbench_database_init_at_once: {p['init_at_once']}: must be 0 (as many as the"
+            " DB host's memory allows) or how many clients run pgbench -i at once"
+        )
     wanted = [f"drivelab_{c}" for c in p["clients"]]
     for name in [p["tablespace"], *wanted]:
         if not NAME.match(name):
@@ -154,9 +172,24 @@ def main():
                 if not module.check_mode:
                     cell.do('DROP TABLESPACE :"spc"', spc=other["spcname"])
         dbs = cell.value(DBS) if not module.check_mode else dbs
+        settings = cell.value(MEMORY_SETTINGS)
     except PsqlError as err:
         module.fail_json(msg=f"place on {p['mount']}: {err}", done=done)
-    module.exit_json(changed=bool(done), done=done, databases=dbs, tablespace=spc)
+    held = memory()
+    init_memory = {
+        "memory_bytes": held["memory_bytes"],
+        "memory_source": held["source"],
+        "shared_buffers_bytes": settings["shared_buffers"],
+        "maintenance_work_mem_bytes": settings["maintenance_work_mem"],
+    }
+    at_once = p["init_at_once"] or inits_at_once(
+        held["memory_bytes"], settings["shared_buffers"], settings["maintenance_work_mem"],
+        len(p["clients"]),
+    )  # fmt: skip
+    module.exit_json(
+        changed=bool(done), done=done, databases=dbs, tablespace=spc,
+        inits_at_once=at_once, init_memory=init_memory,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

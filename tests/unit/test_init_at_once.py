@@ -1,0 +1,55 @@
+"""How many clients run pgbench -i at once (module_utils drivelab_memory, used by the
+module drivelab_pg_place): as many as the DB host's memory allows beside shared_buffers,
+2 x maintenance_work_mem per init; one at a time where two index builds would not fit."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.hostcode import module_util
+
+MiB = 1024**2
+GiB = 1024**3
+#: PostgreSQL's stock defaults, which drivelab keeps
+SHARED_BUFFERS = 128 * MiB
+MAINTENANCE_WORK_MEM = 64 * MiB
+
+
+@pytest.mark.parametrize(
+    ("memory", "clients", "expected"),
+    [
+        # the lab's small DB hosts (test_telemetry, the datasets test): one at a time;
+        # two builds at once in 256 MiB had a backend killed by the cgroup's OOM killer
+        (256 * MiB, 2, 1),
+        (300 * MiB, 2, 1),
+        # the lab's standard 512 MiB DB host: both of its clients at once, three of four
+        (512 * MiB, 2, 2),
+        (512 * MiB, 4, 3),
+        # a real host: every client at once
+        (64 * GiB, 32, 32),
+        # less memory than shared_buffers: still one (the server would not be up otherwise)
+        (96 * MiB, 2, 1),
+    ],
+)
+def test_inits_at_once_follows_the_memory_that_holds(memory, clients, expected):
+    mem = module_util("drivelab", "drivelab_memory")
+    assert mem.inits_at_once(memory, SHARED_BUFFERS, MAINTENANCE_WORK_MEM, clients) == expected
+
+
+def test_a_larger_maintenance_work_mem_means_fewer_at_once():
+    mem = module_util("drivelab", "drivelab_memory")
+    assert mem.inits_at_once(4 * GiB, SHARED_BUFFERS, 64 * MiB, 16) == 16
+    assert mem.inits_at_once(4 * GiB, SHARED_BUFFERS, 1 * GiB, 16) == 1
+
+
+def test_init_facts_keep_when_each_init_ran():
+    from collector.ansible_plugins.filter.drivelab import drivelab_init_facts  # noqa: PLC0415
+
+    ran = {"delta": "0:00:02.500000", "rc": 0, "start": "2026-11-29 11:52:03.100000",
+           "end": "2026-11-29 11:52:05.600000"}  # fmt: skip
+    facts = drivelab_init_facts({"client1": ran, "client2": {"skipped": True}}, True)
+    assert facts["client1"] == {
+        "ran": True, "seconds": 2.5, "rc": 0, "caps_lifted": True,
+        "start": "2026-11-29 11:52:03.100000", "end": "2026-11-29 11:52:05.600000",
+    }  # fmt: skip
+    assert facts["client2"]["start"] is None and not facts["client2"]["ran"]
