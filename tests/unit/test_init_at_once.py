@@ -53,3 +53,30 @@ def test_init_facts_keep_when_each_init_ran():
         "start": "2026-11-29 11:52:03.100000", "end": "2026-11-29 11:52:05.600000",
     }  # fmt: skip
     assert facts["client2"]["start"] is None and not facts["client2"]["ran"]
+
+
+def test_a_negative_init_at_once_is_refused_in_one_line_before_anything(tmp_path):
+    """The place module itself (run as Ansible runs it, ad hoc on this machine) refuses
+    pgbench_database_init_at_once below 0, naming it, before it looks at the mount or
+    the server."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    repo = Path(__file__).resolve().parents[2]
+    args = {"port": 5440, "mount": str(tmp_path / "not-mounted"), "placement": "tablespace",
+            "tablespace": "drivelab_nvme", "clients": ["client1"], "init_at_once": -1}  # fmt: skip
+    env = dict(
+        os.environ, ANSIBLE_CONFIG=str(repo / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="0"
+    )
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-o",
+         "-M", str(repo / "roles/pgbench_database/library"), "-m", "drivelab_pg_place",
+         "-a", json.dumps(args)],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0, proc.stdout
+    assert "pgbench_database_init_at_once: -1: must be 0" in proc.stdout, proc.stdout + proc.stderr
+    assert not (tmp_path / "not-mounted").exists()
