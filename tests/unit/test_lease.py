@@ -523,3 +523,48 @@ def test_a_playbook_takes_the_lease_over_from_a_holder_whose_process_is_gone(tmp
     held = json.loads((tmp_path / "lease.json.held").read_text())
     assert "run-1" not in json.dumps(held.get("holder", held).get("token", "")), held
     assert rules.query(path)["lease"] is None  # released at the end
+
+
+def _lease_plays(tmp_path, **extra) -> dict[str, str]:
+    """pgbench.yml's two lease plays and the hosts Ansible would run each on, given
+    these extra variables (``--list-hosts``: nothing runs)."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "all:\n  children:\n    db: {hosts: {dbhost: {}}}\n    clients: {hosts: {client1: {}}}\n"
+    )
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+            "--list-hosts", "-e", json.dumps(extra),
+            str(Path(playbook.PLAYBOOKS) / "pgbench.yml")]  # fmt: skip
+    out = subprocess.run(argv, check=True, capture_output=True, text=True, cwd=playbook.REPO)
+    plays, current = {}, None
+    for line in map(str.strip, out.stdout.splitlines()):
+        if line.startswith("play #"):  # play #2 (db): The lab's lease<TAB>TAGS: [always]
+            current = line.split("): ", 1)[1].split("\t")[0].strip()
+            plays[current] = ""
+        elif current and line and not line.startswith(("pattern:", "hosts (")):
+            plays[current] += line
+    return {name: hosts for name, hosts in plays.items() if "lease" in name}
+
+
+def test_pgbench_yml_skips_its_lease_plays_only_for_a_lease_drivelab_run_just_renewed(tmp_path):
+    """Per repetition, the lease plays are not run when drivelab run renewed its lease
+    within the role's freshness window (its default, which the play repeats) and gives
+    its token; a playbook called directly, or one whose renewal is older, runs them."""
+    defaults = yaml.safe_load((playbook.REPO / "roles/drivelab/defaults/main.yml").read_text())
+    fresh = float(defaults["drivelab_lease_fresh_seconds"])
+    hold, release = "The lab's lease", "The lab's lease, released"
+    run = {"drivelab_lease_token": "a-token"}
+    assert _lease_plays(tmp_path) == {hold: "dbhost", release: "dbhost"}
+    assert _lease_plays(tmp_path, **run, drivelab_lease_renewed_at=time.time()) == {
+        hold: "",
+        release: "",
+    }
+    within = time.time() - fresh + 5
+    assert _lease_plays(tmp_path, **run, drivelab_lease_renewed_at=within)[hold] == ""
+    older = time.time() - fresh - 5
+    assert _lease_plays(tmp_path, **run, drivelab_lease_renewed_at=older) == {
+        hold: "dbhost",
+        release: "",
+    }
+    # no renewal given (no heartbeat connection): the role's own check runs
+    assert _lease_plays(tmp_path, **run) == {hold: "dbhost", release: ""}
