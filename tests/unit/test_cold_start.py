@@ -183,3 +183,49 @@ def test_a_start_that_fails_ends_at_once_with_pg_ctlclusters_own_line():
     last = err.strip().splitlines()[-1]
     assert "drivelab_notacluster" in last
     assert "does not exist" in last
+
+
+def test_a_running_server_is_not_started_and_a_dead_one_is_before_the_vacuums_again(
+    cold, tmp_path, monkeypatch
+):
+    """The vacuums come first: when they pass (a running server) "start if down" is
+    never run; when they fail (a server that died) it runs, then the vacuums again, and
+    the cold start goes on; vacuums that fail again are the failure named. Stages of
+    shell steps that log what ran stand for the real ones (their argv is the tests'
+    above)."""
+    log, up = tmp_path / "log", tmp_path / "up"
+
+    def step(name, script):
+        return (name, ["sh", "-c", f'echo "{name}" >> "$0"; {script}', str(log)], (0,))
+
+    def stages(major, cluster, port, databases, systemd, *, mode):
+        return [
+            [step("start if down", f'touch "{up}"')],
+            [step(f"vacuum {db}", f'test -e "{up}"') for db in databases],
+            [step("checkpoint", "true")],
+        ]
+
+    monkeypatch.setattr(cold, "_stages", stages)
+    dbs = ["drivelab_c1"]
+    up.touch()
+    seconds, failed = cold.cold_start("15", "drivelab", 5440, dbs)
+    assert failed is None
+    assert log.read_text().split("\n")[:-1] == ["vacuum drivelab_c1", "checkpoint"]
+    assert set(seconds) == {"vacuum drivelab_c1", "checkpoint"}
+    log.unlink()
+    up.unlink()
+    seconds, failed = cold.cold_start("15", "drivelab", 5440, dbs)
+    assert failed is None
+    assert log.read_text().split("\n")[:-1] == [
+        "vacuum drivelab_c1", "start if down", "vacuum drivelab_c1", "checkpoint"
+    ]  # fmt: skip
+    assert "start if down" in seconds
+    log.unlink()
+    up.unlink()
+    monkeypatch.setattr(cold, "_stages", lambda *a, **k: [[step("start if down", "true")],
+                                                          *stages(*a, **k)[1:]])  # fmt: skip
+    _seconds, failed = cold.cold_start("15", "drivelab", 5440, dbs)
+    assert failed == ("cold start: vacuum drivelab_c1: exit 1", 1)
+    assert log.read_text().split("\n")[:-1] == [
+        "vacuum drivelab_c1", "start if down", "vacuum drivelab_c1"
+    ]  # fmt: skip
