@@ -9,8 +9,9 @@ pgbench_tellers and run one pgbench transaction (what pgbench reads before its c
 starts: on a cold 120-IOPS drive that alone spread the clients' first transactions by
 100-500 ms). A server that died (killed, crashed) fails the vacuums: it is then started
 (and recovers) and they run again, so the next run starts from a clean server
-(pg_ctlcluster exit 2: "already running" / "not running"). The start after the page-cache drop does not wait for pg_ctlcluster (run by
-the host's systemd unit, or directly where there is no systemd), which sleeps 2 s
+(pg_ctlcluster exit 2: "already running" / "not running"). The start after the
+page-cache drop does not wait for pg_ctlcluster (run by the host's systemd unit, or
+directly where there is no systemd), which sleeps 2 s
 however soon the server is up: it waits for the server to accept connections itself
 (module_utils drivelab_pgstart, role drivelab's). Only drivelab's own clusters and
 databases: anything else is refused, nothing touched. The steps on the client databases
