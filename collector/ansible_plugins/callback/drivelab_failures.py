@@ -18,6 +18,24 @@ description: >-
 """
 
 
+#: what the command, shell and raw modules say of any command that exited non-zero
+GENERIC = "non-zero return code"
+
+
+def _why(res: dict):
+    """A failed result's reason. For a command that exited non-zero, its exit status and
+    the last line it wrote to stderr (or, with nothing there, to stdout), where Ansible
+    says only "non-zero return code"."""
+    msg = res.get("msg") or res.get("stderr") or res.get("reason") or "failed"
+    if msg != GENERIC:
+        return msg
+    said = [line.strip() for line in str(res.get("stderr") or res.get("stdout") or "").splitlines()]
+    said = [line for line in said if line]
+    rc = res.get("rc")
+    head = f"exit {rc}" if isinstance(rc, int) else msg
+    return f"{head}: {said[-1]}" if said else head
+
+
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "notification"
@@ -31,10 +49,7 @@ class CallbackModule(CallbackBase):
         res = result._result
         # a loop task reports "One or more items failed": the items say why
         items = [r for r in res.get("results") or [] if isinstance(r, dict) and r.get("failed")]
-        if items:
-            msg = "; ".join(str(r.get("msg") or r.get("stderr") or "failed") for r in items)
-        else:
-            msg = res.get("msg") or res.get("stderr") or res.get("reason") or "failed"
+        msg = "; ".join(str(_why(r)) for r in items) if items else _why(res)
         if isinstance(msg, list):
             msg = "; ".join(str(m) for m in msg)
         line = {
