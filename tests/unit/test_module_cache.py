@@ -5,10 +5,17 @@ others could write to is not used at all."""
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import importlib.util
+import io
 import os
+import pickle
+import re
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 from collector.ansible_plugins.callback import drivelab_module_cache as cache
@@ -161,3 +168,82 @@ def test_two_modules_of_one_name_keep_nothing_between_runs(tmp_path):
         err.split()
     )
     assert keys(home) == []
+
+
+# --- bytecode in the kept payloads --------------------------------------------------------
+#: a module that says where the code of AnsibleModule came from: compiled from the
+#: source in the zip on the host, its file name is the zip's path on the host followed by
+#: ansible/module_utils/basic.py; from the .pyc kept with the payload, the path inside
+#: the zip alone (the name it was compiled under on the controller)
+WHERE = """\
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(argument_spec={})
+    module.exit_json(changed=False, says=AnsibleModule.__init__.__code__.co_filename)
+
+
+main()
+"""
+BASIC = "ansible/module_utils/basic.py"
+
+
+def kept_zip(key: Path) -> zipfile.ZipFile:
+    with open(key / "ansible.legacy.probe_mod-ZIP_DEFLATED-none", "rb") as fh:
+        payload = pickle.load(fh)  # noqa: S301 - the payload this test made Ansible build
+    return zipfile.ZipFile(io.BytesIO(base64.b64decode(payload.zip_data)))
+
+
+def test_a_kept_payload_carries_bytecode_the_hosts_python_uses(tmp_path):
+    home = tmp_path / "home"
+    (tmp_path / "pb" / "library").mkdir(parents=True)
+    (tmp_path / "pb" / "site.yml").write_text(PLAYBOOK)
+    (tmp_path / "pb" / "library" / "probe_mod.py").write_text(WHERE)
+
+    first = play(tmp_path, home)  # built by Ansible: sources only
+    assert re.search(rf"probe says /\S+/{BASIC}", first), first
+    [key] = keys(home)
+    with kept_zip(key) as z:
+        names = set(z.namelist())
+        assert {BASIC, f"{BASIC}c", "ansible/legacy/probe_mod.py"} <= names
+        assert all(f"{n}c" in names for n in names if n.endswith(".py")), names
+        assert z.read(f"{BASIC}c")[:4] == importlib.util.MAGIC_NUMBER
+
+    again = play(tmp_path, home)  # the kept payload: its bytecode is what ran
+    assert f"probe says {BASIC}" in again, again
+
+
+def test_bytecode_of_another_python_or_source_is_passed_over_for_the_source(tmp_path):
+    """A host whose Python is another version (another magic number), or a .pyc that
+    does not belong to the source beside it: the host's Python reads the source."""
+    home = tmp_path / "home"
+    (tmp_path / "pb" / "library").mkdir(parents=True)
+    (tmp_path / "pb" / "site.yml").write_text(PLAYBOOK)
+    (tmp_path / "pb" / "library" / "probe_mod.py").write_text(WHERE)
+    play(tmp_path, home)
+    [key] = keys(home)
+    path = key / "ansible.legacy.probe_mod-ZIP_DEFLATED-none"
+    with open(path, "rb") as fh:
+        payload = pickle.load(fh)  # noqa: S301 - the payload this test made Ansible build
+    for forge in ("magic", "hash"):
+        out = io.BytesIO()
+        with kept_zip(key) as zin, zipfile.ZipFile(out, "w") as zout:
+            for info in zin.infolist():
+                data = zin.read(info)
+                if info.filename.endswith(".pyc"):
+                    at = slice(0, 2) if forge == "magic" else slice(8, 16)
+                    data = data[: at.start] + bytes(at.stop - at.start) + data[at.stop :]
+                zout.writestr(info, data)
+        forged = dataclasses.replace(payload, zip_data=base64.b64encode(out.getvalue()))
+        path.write_bytes(pickle.dumps(forged))
+        said = play(tmp_path, home)
+        assert re.search(rf"probe says /\S+/{BASIC}", said), (forge, said)
+
+
+def test_a_payload_that_is_not_ansibles_is_kept_as_built(tmp_path):
+    assert cache.with_bytecode(pickle.dumps({"zip_data": b"x"}), {}) is None
+    src, dest = tmp_path / "built", tmp_path / "kept"
+    src.write_bytes(b"not a pickle")
+    cache.keep(src, dest, {})
+    assert dest.read_bytes() == b"not a pickle"
