@@ -21,8 +21,8 @@
 # 0.18 s on this lab). Each .pyc is checked-hash (PEP 552): Python uses it only when its
 # magic number is the host Python's own and its hash matches the source beside it in
 # the zip, and reads the source otherwise, as it does without one (hosts with another
-# Python version gain nothing and lose nothing). A payload this cannot read as the
-# ansible-core it was written for wrote it is kept as Ansible built it.
+# Python version gain nothing and lose nothing). A payload this plugin cannot read
+# (another ansible-core's format) is kept as Ansible built it.
 from __future__ import annotations
 
 import base64
