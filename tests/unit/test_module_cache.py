@@ -228,15 +228,19 @@ def test_bytecode_of_another_python_or_source_is_passed_over_for_the_source(tmp_
         payload = pickle.load(fh)  # noqa: S301 - the payload this test made Ansible build
     for forge in ("magic", "hash"):
         out = io.BytesIO()
+        forged = 0
         with kept_zip(key) as zin, zipfile.ZipFile(out, "w") as zout:
             for info in zin.infolist():
                 data = zin.read(info)
                 if info.filename.endswith(".pyc"):
                     at = slice(0, 2) if forge == "magic" else slice(8, 16)
                     data = data[: at.start] + bytes(at.stop - at.start) + data[at.stop :]
+                    forged += 1
                 zout.writestr(info, data)
-        forged = dataclasses.replace(payload, zip_data=base64.b64encode(out.getvalue()))
-        path.write_bytes(pickle.dumps(forged))
+        assert forged > 10, f"only {forged} .pyc in the kept payload to forge"
+        path.write_bytes(
+            pickle.dumps(dataclasses.replace(payload, zip_data=base64.b64encode(out.getvalue())))
+        )
         said = play(tmp_path, home)
         assert re.search(rf"probe says /\S+/{BASIC}", said), (forge, said)
 
