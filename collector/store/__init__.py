@@ -192,15 +192,18 @@ class Store(Reads):
                 f"{self.path}: schema version {current} is newer than this drivelab's "
                 f"({SCHEMA_VERSION}); upgrade drivelab"
             )
-        if current == 0 and self.db.tables():
-            # another controller may be making this very store: its first migration's
-            # tables can show between our two reads; asked again behind its schema lock
-            current = self._version_behind_the_schema_lock()
         if current == 0:
-            if self.db.tables():
+            # another controller may be making this very store: its first migration can
+            # commit between any two of our reads. Tables read after "no version" are
+            # read again, with the version, behind its schema lock; no decision rests on
+            # a read from before that lock and one from after it
+            tables = self.db.tables()
+            if tables:
+                current, tables = self._behind_the_schema_lock()
+            if current == 0 and tables:
                 what = "an SQLite file" if self.db.kind == "sqlite" else "a PostgreSQL database"
                 raise DrivelabError(f"{self.path}: {what}, but not a drivelab store")
-            if not create:
+            if current == 0 and not create:
                 raise DrivelabError(f"{self.path}: empty results store: run a scenario first")
         if current == SCHEMA_VERSION:
             return
@@ -226,12 +229,12 @@ class Store(Reads):
                     cur.execute("DELETE FROM schema_version")
                     cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
-    def _version_behind_the_schema_lock(self) -> int:
-        """The schema version once no other controller is migrating (the lock its
-        migrations hold, then released at once)."""
+    def _behind_the_schema_lock(self) -> tuple[int, set[str]]:
+        """The schema version and the tables once no other controller is migrating (the
+        lock its migrations hold, then released at once), read in one transaction."""
         with self.transaction() as cur:
             self.db.lock_schema(cur)
-            return self.version(cur)
+            return self.version(cur), self.db.tables(cur)
 
     @contextmanager
     def transaction(self) -> Iterator[Cursor]:

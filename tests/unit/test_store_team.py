@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from collector import cli
 from collector.errors import DrivelabError
 from collector.records import CellSpec, ClientResult, RunRecord, RunStatus
 from collector.store import Store, claim
+from collector.store.schema import SCHEMA_VERSION
 from collector.store.target import PostgresTarget, parse_target
 from tests import pgcluster
 from tests.conftest import SCENARIO, build_store
@@ -275,6 +277,83 @@ def test_two_writers_of_one_cell_queue_and_never_mix(pg_cluster):
                 assert tps == [tag * 1000 + r.repetition * 10 + c for c in range(3)]
                 assert {p.transactions for p in s.series(r.id)} == {tag}
                 assert len(s.series(r.id)) == 60
+
+
+@pytest.mark.parametrize("after_read", [1, 2, 3])
+def test_a_store_another_controller_makes_between_our_reads_opens(
+    store_target, after_read, monkeypatch
+):
+    """Two controllers open one new store: the first is inside its first migration, its
+    tables made but not committed, when the second starts reading. Wherever among the
+    second's reads of the tables that commit lands (after the first, second or third;
+    at the latest, when the second begins its own transaction), both open, and the store
+    is a drivelab store at the current version: never "not a drivelab store"."""
+    from collector.store.backend import PostgresBackend, SQLiteBackend  # noqa: PLC0415
+
+    second = threading.get_ident()
+    inside, go, committed = threading.Event(), threading.Event(), threading.Event()
+    counts = {"tables": 0, "begin": 0, "first_begin": 0, "checks": 0}
+    originals = {}
+
+    def release_the_first() -> None:
+        if not go.is_set():
+            go.set()
+            assert committed.wait(30), "the first controller's migration never committed"
+
+    def tables(self, cur=None):
+        found = originals["tables"](self, cur)
+        if threading.get_ident() == second:
+            counts["tables"] += 1
+            if counts["tables"] == after_read:
+                release_the_first()
+        return found
+
+    def begin(self, cur):
+        if threading.get_ident() == second:
+            release_the_first()
+        else:
+            counts["first_begin"] += 1
+            if counts["first_begin"] == 2:  # its first migration is committed
+                committed.set()
+        return originals["begin"](self, cur)
+
+    def broken_references(self, cur):
+        if threading.get_ident() != second:
+            counts["checks"] += 1
+            if counts["checks"] == 1:  # its first migration's tables made, not committed
+                inside.set()
+                assert go.wait(30)
+        return originals["broken_references"](self, cur)
+
+    backend = SQLiteBackend if isinstance(store_target, Path) else PostgresBackend
+    for name, patched in (
+        ("tables", tables), ("begin", begin), ("broken_references", broken_references)
+    ):  # fmt: skip
+        originals[name] = getattr(backend, name)
+        monkeypatch.setattr(backend, name, patched)
+
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            Store.open(store_target, controller="ctl-1").close()
+        except BaseException as err:  # reported by the main thread below
+            errors.append(err)
+        finally:
+            committed.set()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    try:
+        assert inside.wait(30), "the first controller never began migrating"
+        Store.open(store_target, controller="ctl-2").close()
+    finally:
+        go.set()
+        thread.join(60)
+    assert not errors, errors
+    assert go.is_set() and counts["first_begin"] >= 2
+    with Store.open(store_target, create=False) as s:
+        assert s.version() == SCHEMA_VERSION
 
 
 # ------------------------------------------------------------------ one writer per scenario
