@@ -104,23 +104,25 @@ def provision_unless_unchanged(
     (:func:`provision_stamp`). Returns the result and whether it stopped there. When the
     inventory file gives every host a key and a known_hosts file, the stamps are read
     over SSH first (:mod:`collector.sshhosts`, 0.2-0.3 s): all current, no playbook runs
-    at all (result None); anything else, the playbook decides as before."""
-    if stamps_current(inventory):
+    at all (result None); any other, the playbook provisions in full without reading
+    them again; where they cannot be read so, the playbook reads them and decides."""
+    current = stamps_current(inventory)
+    if current:
         return None, True
-    return _provision(inventory, stream, skip_unchanged=True)
+    return _provision(inventory, stream, skip_unchanged=current is None)
 
 
-def stamps_current(inventory: Path | None) -> bool:
+def stamps_current(inventory: Path | None) -> bool | None:
     """Every DB and client host carries the stamp of what provisioning would do now,
-    read over SSH; False when any has another or none, or is not reached so, or the
-    inventory file names no key or known_hosts file for one (then Ansible reads them)."""
+    read over SSH; False when any has another or none, or is not reached so; None when
+    the inventory file names no key or known_hosts file for one (Ansible reads them)."""
     from collector import sshhosts  # noqa: PLC0415
 
     inv = load_inventory(inventory or LOCAL_INVENTORY)
     db, _ = db_host(inv)
     settings = sshhosts.settings_of(inv, [db, *client_hosts(inv)])
     if settings is None:
-        return False
+        return None
     stamp = provision_stamp(inventory or LOCAL_INVENTORY)
     return all(have == stamp for have in sshhosts.read_stamps(settings).values())
 

@@ -98,8 +98,9 @@ def on_all(
         return {h: f.result() for h, f in futures.items()}
 
 
-#: where provision.yml keeps each host's stamp (its plays "Provisioned already" and
-#: "Provisioning stamps"; mode 0644, so no privilege is needed to read it)
+#: where provision.yml keeps each host's stamp (its plays "Provisioned already" and, the
+#: last tasks of each host, "PostgreSQL server, pgbench clients, and their stamps"; mode
+#: 0644, so no privilege is needed to read it)
 STAMP_DIR = "/var/lib/drivelab/provisioned"
 
 

@@ -504,6 +504,16 @@ def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path,
     assert sorted(p.name for p in STAMPS.iterdir()) == ["client1", "client2", "client3", "dbhost"]
     _, skipped = runner.provision_unless_unchanged()
     assert skipped, "the second provisioning after adding a client did not stop at the stamps"
+    # where the stamps cannot be read over SSH first (no key or known_hosts file in the
+    # inventory), the playbook reads them: all current, it stops there; one gone, every
+    # host is provisioned and stamped again
+    result, skipped = runner._provision(None, stream=False, skip_unchanged=True)
+    assert skipped and result.recap["client3"]["changed"] == 0, result.recap
+    (STAMPS / "client3").unlink()
+    result, skipped = runner._provision(None, stream=False, skip_unchanged=True)
+    assert not skipped
+    assert sorted(p.name for p in STAMPS.iterdir()) == ["client1", "client2", "client3", "dbhost"]
+    assert runner.stamps_current(None)
 
 
 TEAM = """\
