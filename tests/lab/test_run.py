@@ -506,12 +506,15 @@ def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path,
     assert skipped, "the second provisioning after adding a client did not stop at the stamps"
     # where the stamps cannot be read over SSH first (no key or known_hosts file in the
     # inventory), the playbook reads them: all current, it stops there; one gone, every
-    # host is provisioned and stamped again
+    # host is provisioned again, and the missing stamp written: nothing else changes (the
+    # current stamps are kept, not removed and written again)
     result, skipped = runner._provision(None, stream=False, skip_unchanged=True)
     assert skipped and result.recap["client3"]["changed"] == 0, result.recap
     (STAMPS / "client3").unlink()
     result, skipped = runner._provision(None, stream=False, skip_unchanged=True)
     assert not skipped
+    changed = {host: counts["changed"] for host, counts in result.recap.items()}
+    assert changed == {"dbhost": 0, "client1": 0, "client2": 0, "client3": 1}, result.recap
     assert sorted(p.name for p in STAMPS.iterdir()) == ["client1", "client2", "client3", "dbhost"]
     assert runner.stamps_current(None)
 
