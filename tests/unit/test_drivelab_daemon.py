@@ -10,8 +10,10 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -126,3 +128,73 @@ def test_started_needs_user_log_and_record(daemon):
     tmp, base = daemon
     out = run(tmp, executable=base["executable"], pidfile=base["pidfile"])
     assert out["failed"] and "user" in out["msg"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+LISTENER = """
+import socket, sys, time
+time.sleep(float(sys.argv[2]))  # slow to listen, as a daemon reading its data may be
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen()
+time.sleep(300)
+"""
+
+
+def test_wait_port_returns_once_the_daemon_listens(daemon):
+    """A daemon that listens 0.5 s after its start: the one call starts it and returns
+    only once its port accepts connections, the daemon still running."""
+    tmp, base = daemon
+    exe = tmp / "drivelab-test-listener"
+    shutil.copy(sys.executable, exe)  # a copy: start-stop-daemon matches no other Python
+    port = free_port()
+    out = run(tmp, **{**base, "executable": str(exe)}, args=["-c", LISTENER, str(port), "0.5"],
+              wait_port=port, wait_timeout=20)  # fmt: skip
+    assert out["started"] and out["running"] and not out.get("failed"), out
+    assert 0.4 <= out["waited"] < 20, out
+    with socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass
+    assert alive(pid_of(tmp))
+
+
+def test_wait_port_fails_at_once_when_the_daemon_died(daemon):
+    """A daemon that exits right after its start: the call fails within seconds (not
+    after the 30 s wait), in one line naming its log."""
+    tmp, base = daemon
+    began = time.monotonic()
+    out = run(tmp, args=["0.2"], wait_port=free_port(), wait_timeout=30, **base)
+    assert out["failed"] and time.monotonic() - began < 10, out
+    assert out["msg"].endswith(f"not running: it exited after its start (see {base['log']})")
+    assert "\n" not in out["msg"]
+
+
+def test_wait_port_fails_when_nothing_listens_in_time(daemon):
+    tmp, base = daemon
+    port = free_port()
+    out = run(tmp, args=["300"], wait_port=port, wait_timeout=1, **base)
+    assert out["failed"], out
+    assert f"nothing accepts connections on 127.0.0.1:{port} after 1 s" in out["msg"]
+
+
+def test_a_daemon_not_yet_execd_is_waited_for_not_taken_for_dead(daemon):
+    """start-stop-daemon --background returns before its child has exec'd the daemon: a
+    check at that moment finds no daemon behind the pidfile. Started 20 times (stopped
+    between), the call waits for it every time (on the lab, 1 start in 6 was taken for a
+    daemon that died)."""
+    tmp, base = daemon
+    exe = tmp / "drivelab-test-listener"
+    shutil.copy(sys.executable, exe)
+    port = free_port()
+    args = {**base, "executable": str(exe)}
+    for i in range(20):
+        out = run(tmp, **args, args=["-c", LISTENER, str(port), "0", str(i)], wait_port=port)
+        assert out["started"] and not out.get("failed"), (i, out)
+        os.kill(pid_of(tmp), signal.SIGKILL)
+        while alive(pid_of(tmp)):
+            time.sleep(0.01)

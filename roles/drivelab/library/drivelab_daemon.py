@@ -4,13 +4,19 @@ start-stop-daemon from the Ansible session (in the namespace lab that puts it in
 host's network namespace and cgroups), its pid in a pidfile. start-stop-daemon matches
 the pidfile's process by its executable, so a stale pidfile or a reused pid is never
 signalled. The user and arguments it was started with are recorded beside it; when they
-change, the running daemon is stopped and started again with the new ones."""
+change, the running daemon is stopped and started again with the new ones. With
+``wait_port``, the call returns once something accepts connections on that port and the
+daemon still runs (someone else on the port does not pass for it), and fails as soon as
+the daemon has died: one module run where a start, ``wait_for`` and a status were three
+(0.3-0.6 s each on the lab's hosts, while the telemetry set-up runs beside provisioning)."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import tempfile
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -32,6 +38,9 @@ options:
   log: {description: file its stdout and stderr go to (state started), type: path}
   args_file: {description: "where the user and arguments are recorded, one per line (state started)", type: path}
   stop_timeout: {description: seconds after SIGTERM before SIGKILL when it is stopped for a restart, type: int, default: 5}
+  wait_port: {description: "state started: wait until this TCP port accepts connections (and the daemon still runs)", type: int}
+  wait_host: {description: "the address to connect to for wait_port", type: str, default: 127.0.0.1}
+  wait_timeout: {description: seconds to wait for wait_port, type: int, default: 30}
 """
 
 RETURN = r"""
@@ -40,6 +49,7 @@ started: {description: it was started by this call, type: bool}
 stopped: {description: a running daemon was stopped because its user or arguments changed, type: bool}
 args_changed: {description: the recorded user and arguments differed from those asked for, type: bool}
 rc: {description: "state status: start-stop-daemon --status's exit code (0 runs, 1 dead with a pidfile, 3 not running, 4 unknown)", type: int}
+waited: {description: "wait_port: seconds until the port accepted a connection", type: float}
 """
 
 
@@ -107,6 +117,53 @@ class DaemonError(Exception):
     pass
 
 
+def alive(params):
+    """The daemon's state: "running" (the pidfile's process is the daemon), "starting" (no
+    pidfile yet, or its process has not exec'd the daemon yet: start-stop-daemon
+    --background returns before that) or "dead"."""
+    if probe(params):
+        return "running"
+    try:
+        with open(params["pidfile"], encoding="utf-8") as fh:
+            pid = int(fh.read().split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return "starting"
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            zombie = fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, IndexError):
+        return "dead"
+    return "dead" if zombie else "starting"
+
+
+def accepts(host, port):
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def wait_listening(params):
+    """Seconds until ``wait_host:wait_port`` accepts a connection while the daemon runs
+    (someone else on the port does not pass for it); DaemonError as soon as it is dead,
+    or when the time is up."""
+    where = f"{params['wait_host']}:{params['wait_port']}"
+    began = time.monotonic()
+    while True:
+        state = alive(params)
+        if state == "dead":
+            raise DaemonError(f"not running: it exited after its start (see {params['log']})")
+        if state == "running" and accepts(params["wait_host"], params["wait_port"]):
+            return round(time.monotonic() - began, 3)
+        if time.monotonic() - began > params["wait_timeout"]:
+            raise DaemonError(
+                f"nothing accepts connections on {where} after {params['wait_timeout']} s"
+                f" (see {params['log']})"
+            )
+        time.sleep(0.05)
+
+
 def started(module, params):
     want = "\n".join([f"--chuid={params['user']}", *params["args"]]) + "\n"
     have = recorded(params["args_file"])
@@ -131,6 +188,8 @@ def started(module, params):
         start(params)
         result["started"] = True
     result.update(changed=args_changed or result["started"], running=True)
+    if params["wait_port"] is not None:
+        result["waited"] = wait_listening(params)
     return result
 
 
@@ -149,6 +208,9 @@ def main():
             "log": {"type": "path"},
             "args_file": {"type": "path"},
             "stop_timeout": {"type": "int", "default": 5},
+            "wait_port": {"type": "int"},
+            "wait_host": {"type": "str", "default": "127.0.0.1"},
+            "wait_timeout": {"type": "int", "default": 30},
         },
         required_if=[("state", "started", ("user", "log", "args_file"))],
         supports_check_mode=True,
