@@ -27,13 +27,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from rich.console import Console
 
@@ -51,8 +49,6 @@ from collector.scenario.inventory import prometheus_url, ssh_settings
 from collector.scenario.plan import runs_at_most
 from collector.stats import summarize
 from collector.store import Store, Target, claim
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -90,34 +86,6 @@ class Progress:
         eta = max(0.0, self.estimate - elapsed)
         minutes = f"{elapsed / 60:.1f} min elapsed, ~{eta / 60:.1f} min left"
         return f"[run {self.done}/{self.total}, {minutes}]"
-
-
-def _beside(background: Callable[[], T], foreground: Callable[[], object], *, alone: bool) -> T:
-    """``background`` in a thread of its own while ``foreground`` runs in this one (with
-    ``alone``: after it); returns ``background``'s result once both are done. The
-    foreground's error is the one raised (the background is waited for first, never
-    left running); the background's is raised when the foreground succeeded."""
-    if alone:
-        foreground()
-        return background()
-    result: list[T] = []
-    error: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            result.append(background())
-        except BaseException as err:  # raised in the caller's thread below
-            error.append(err)
-
-    thread = threading.Thread(target=work, name="drivelab-beside", daemon=True)
-    thread.start()
-    try:
-        foreground()
-    finally:
-        thread.join()
-    if error:
-        raise error[0]
-    return result[0]
 
 
 def preflight(inventory: Path, console: Console, hosts: dict[str, Any] | None = None) -> None:
@@ -240,15 +208,12 @@ class ScenarioRun:
 
     def _run_leased(self) -> Progress:
         opts = self.opts
+        self.provision()
+        self.check_settings()
         if opts.telemetry:
             live_target = f"{opts.metrics_addr}:{opts.metrics_port}" if opts.live else ""
-            set_up = partial(runner.telemetry, live_target=live_target, inventory=opts.inventory,
-                             stream=opts.verbose, reuse=not opts.reprovision)  # fmt: skip
-            # nothing is measured while provisioning runs: the telemetry set-up (its own
-            # hosts' node_exporter, the controller's Prometheus) goes on beside it, and is
-            # done before anything else starts. One after the other when their output is
-            # streamed to the terminal, where two playbooks' lines would interleave.
-            ran = _beside(set_up, self._provision_and_check, alone=opts.verbose)
+            ran = runner.telemetry(live_target=live_target, inventory=opts.inventory,
+                                   stream=opts.verbose, reuse=not opts.reprovision)  # fmt: skip
             if ran is None:
                 # one line under 80 columns: rich wraps at 80 when not on a terminal
                 self.console.print(
@@ -256,8 +221,6 @@ class ScenarioRun:
                 )
             self.prom_url = prometheus_url(self.inventory)
             self.console.print(f"telemetry: Prometheus at {self.prom_url}")
-        else:
-            self._provision_and_check()
         self.console.print(f"provisioned in {time.monotonic() - self.progress.started:.0f} s")
         with Store.open(opts.db) as store:  # the scenario, as asked, before any run of it
             store.add_scenario(
@@ -279,10 +242,6 @@ class ScenarioRun:
             more = f" (and {len(self.cells) - 1} more cells)" if len(self.cells) > 1 else ""
             raise DrivelabError(f"scenario {self.scenario.name}: {p.not_run[0]}{more}")
         return p
-
-    def _provision_and_check(self) -> None:
-        self.provision()
-        self.check_settings()
 
     def provision(self) -> None:
         opts = self.opts
