@@ -7,7 +7,8 @@
                 lost, the run stops
     provision   playbooks/provision.yml, skipped when every host is current
     settings    the DB host's PostgreSQL checks the scenario's settings (read-only)
-    telemetry   node_exporter and Prometheus (unless asked not to)
+    telemetry   node_exporter and Prometheus (unless asked not to), set up beside the
+                first drives stage and ready before anything is measured
     per cell    drive (gate, mkfs, mount; only when the filesystem request changes),
                 pre-tests (once per drive and filesystem), database (place, initialise),
                 repetitions: each one run, gathered and stored as it ends, with resume
@@ -28,6 +29,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -49,6 +52,11 @@ from collector.scenario.inventory import prometheus_url, ssh_settings
 from collector.scenario.plan import runs_at_most
 from collector.stats import summarize
 from collector.store import Store, Target, claim
+
+
+class SetupFailed(DrivelabError):
+    """The run's own set-up (telemetry) failed where a cell waited for it: the run
+    stops, as it did before any cell, not only that cell."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +188,9 @@ class ScenarioRun:
         #: but complete runs came after it (None: unknown): the next cell with the same
         #: ones need not have its cluster's settings checked and applied again
         self._cluster: tuple | None = None
+        #: the telemetry playbook, running beside the first drives stage (None: not
+        #: asked for, or ready)
+        self._telemetry: Future | None = None
 
     # ------------------------------------------------------------------ the stages
 
@@ -210,19 +221,16 @@ class ScenarioRun:
         opts = self.opts
         self.provision()
         self.check_settings()
-        if opts.telemetry:
-            live_target = f"{opts.metrics_addr}:{opts.metrics_port}" if opts.live else ""
-            ran = runner.telemetry(live_target=live_target, inventory=opts.inventory,
-                                   stream=opts.verbose, reuse=not opts.reprovision)  # fmt: skip
-            if ran is None:
-                # one line under 80 columns: rich wraps at 80 when not on a terminal
-                self.console.print(
-                    "telemetry set-up skipped: Prometheus and every node_exporter answer"
-                )
-            self.prom_url = prometheus_url(self.inventory)
-            self.console.print(f"telemetry: Prometheus at {self.prom_url}")
         self.console.print(f"provisioned in {time.monotonic() - self.progress.started:.0f} s")
-        with Store.open(opts.db) as store:  # the scenario, as asked, before any run of it
+        if opts.telemetry:
+            self.start_telemetry()
+        try:
+            return self._run_cells()
+        finally:
+            self.telemetry_ready(failing=True)
+
+    def _run_cells(self) -> Progress:
+        with Store.open(self.opts.db) as store:  # the scenario, as asked, before any run of it
             store.add_scenario(
                 self.scenario.name, spec=self.scenario.model_dump(mode="json"),
                 baseline_drive=self.scenario.baseline, description=self.scenario.description,
@@ -234,6 +242,7 @@ class ScenarioRun:
                 self.lease.renew()  # now, so status shows the cell (and a lost lease stops here)
                 self.lease.check()
             self.run_cell(planned)
+        self.telemetry_ready()
         if self.lease is not None:
             self.lease.check()
         p = self.progress
@@ -242,6 +251,51 @@ class ScenarioRun:
             more = f" (and {len(self.cells) - 1} more cells)" if len(self.cells) > 1 else ""
             raise DrivelabError(f"scenario {self.scenario.name}: {p.not_run[0]}{more}")
         return p
+
+    def start_telemetry(self) -> None:
+        """The telemetry playbook, started in the background: it sets up node_exporter on
+        every host and Prometheus on the controller while the first drives stage makes
+        the filesystems (neither installs packages then: provisioning did, so no two
+        apt run on one host at once). :meth:`telemetry_ready` waits for it before the
+        first pre-test, database stage or run. With ``verbose`` (Ansible's output on the
+        terminal) it runs here and now, its output not mixed with another playbook's."""
+        opts = self.opts
+        live_target = f"{opts.metrics_addr}:{opts.metrics_port}" if opts.live else ""
+        setup = partial(runner.telemetry, live_target=live_target, inventory=opts.inventory,
+                        stream=opts.verbose, reuse=not opts.reprovision)  # fmt: skip
+        if opts.verbose:
+            done: Future = Future()
+            done.set_result(setup())
+            self._telemetry = done
+            self.telemetry_ready()
+            return
+        pool = ThreadPoolExecutor(1, thread_name_prefix="drivelab-telemetry")
+        self._telemetry = pool.submit(setup)
+        pool.shutdown(wait=False)
+
+    def telemetry_ready(self, *, failing: bool = False) -> None:
+        """Waits for the telemetry set-up started by :meth:`start_telemetry` (its error
+        raised here); ``failing``: the run is failing already, so its error, if any, is
+        not raised over the run's own (the playbook is still waited for: no
+        ansible-playbook outlives the run)."""
+        job, self._telemetry = self._telemetry, None
+        if job is None:
+            return
+        if failing:
+            with suppress(Exception):
+                job.result()
+            return
+        try:
+            ran = job.result()
+        except DrivelabError as err:
+            raise SetupFailed(str(err)) from err
+        if ran is None:
+            # one line under 80 columns: rich wraps at 80 when not on a terminal
+            self.console.print(
+                "telemetry set-up skipped: Prometheus and every node_exporter answer"
+            )
+        self.prom_url = prometheus_url(self.inventory)
+        self.console.print(f"telemetry: Prometheus at {self.prom_url}")
 
     def provision(self) -> None:
         opts = self.opts
@@ -353,7 +407,7 @@ class ScenarioRun:
         cell = planned.cell
         try:
             self.prepare(planned)
-        except LeaseLost:
+        except (LeaseLost, SetupFailed):
             raise  # not this cell's problem: the run stops
         except DrivelabError as err:
             # a refused drive, an md set where md is absent, a failed init: this cell is
@@ -402,6 +456,7 @@ class ScenarioRun:
             for f in self._last_facts_dir.glob("*.json"):
                 if f.name != "database.json":
                     shutil.copy2(f, facts_dir / f.name)
+        self.telemetry_ready()  # set up beside the drives stage; before anything measured
         if planned.pretests:
             self.pretests(planned)
         self.prepare_database(planned)

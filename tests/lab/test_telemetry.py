@@ -2,7 +2,9 @@
 run Prometheus has drivelab's live tps of both clients and the candidate drive's
 node_disk_* series; the stored run has per-second device figures and the HTML report
 plots them; a scale that fits in memory is flagged "cache not defeated", one several
-times memory is not, with a lower buffer hit ratio."""
+times memory is not, with a lower buffer hit ratio. Telemetry is set up beside the first
+drives stage: when that set-up fails, the run stops there in one line, before any
+database stage, and leaves no process behind."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from collector.store import Store
 from tests.lab.conftest import BIN, REPO, drivelab
@@ -150,3 +153,67 @@ def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
     assert "cache not defeated" in out and "cache defeated" in out
     page = (results / "telemetry-test.html").read_text()
     assert "Device telemetry" in page and "drivelab_device_read_iops" in page
+
+
+FAILING = """\
+    ---
+    name: telemetry-fails
+    drives: [nvme]
+    placement: [tablespace]
+    workload: {scale: [2], clients_per_host: 2, threads: 1, duration: 5}
+    hosts: [2]
+    repetitions: 1
+"""
+
+
+def session_processes(sid: int) -> list[str]:
+    """The command lines of the processes still in session ``sid``."""
+    left = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:
+                left.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return left
+
+
+def test_a_telemetry_set_up_that_fails_stops_the_run_before_any_database(lab256, tmp_path):
+    """Last in the module (its inventory is provisioned with the lab's stamps changed).
+    Telemetry runs beside the drives stage; its failure (a node_exporter_port no host
+    can listen on, which only the telemetry role checks) is the run's one-line error, as
+    it was when telemetry came before the drives: no cell goes on to its database stage
+    or stores a run, and no ansible-playbook of the run outlives it."""
+    inventory = tmp_path / "inventory"
+    inventory.mkdir()
+    doc = yaml.safe_load((REPO / "inventory/local/hosts.yml").read_text())
+    doc["all"]["vars"]["node_exporter_port"] = 70000
+    (inventory / "hosts.yml").write_text(yaml.safe_dump(doc))
+    path = tmp_path / "telemetry-fails.yml"
+    path.write_text(textwrap.dedent(FAILING))
+    results = tmp_path / "results"
+    env = dict(os.environ, DRIVELAB_RESULTS=str(results), COLUMNS="200")
+    proc = subprocess.Popen(
+        [str(BIN / "drivelab"), "run", str(path), "--inventory", str(inventory)], cwd=REPO,
+        env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    try:
+        out, _ = proc.communicate(timeout=300)
+        left = session_processes(proc.pid)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 2, out[-3000:]
+    last = out.splitlines()[-1]
+    assert last.startswith("drivelab: telemetry: dbhost: "), out[-3000:]
+    assert "node_exporter_port 70000 must be 1..65535" in last, last
+    # the drives stage ran beside it (its device facts), the database stage did not
+    assert list(results.glob("runs/telemetry-fails/*/db/dbhost-nvme.json")), out[-3000:]
+    assert not list(results.glob("runs/telemetry-fails/*/db/database.json")), "a database stage ran"
+    with Store.open(results / "drivelab.db", create=False) as store:
+        sid = store.scenario("telemetry-fails").id
+        assert all(not store.runs(cid) for cid, _ in store.cells(sid))
+    assert not left, f"left running after the run ended: {left}"
