@@ -22,6 +22,9 @@ from collector.records import CellSpec
 MODES = ("tpcb", "select-only", "simple-update", "custom")
 #: what each client keeps of its transactions: -l, -l --sampling-rate, --aggregate-interval
 LOGS = ("full", "sampled", "aggregate", "none")
+#: drivelab's own cluster on the system disk: provisioning makes it, a tablespace
+#: placement's databases live in it (role postgresql_server's postgresql_server_cluster)
+OWN_CLUSTER = "drivelab"
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ class Cell:
 
     @property
     def cluster(self) -> str:
-        return f"drivelab_{self.drive}" if self.placement == "cluster" else "drivelab"
+        return f"drivelab_{self.drive}" if self.placement == "cluster" else OWN_CLUSTER
 
     def cell_dir(self, root: Path | None = None) -> Path:
         return (root or results_dir()) / "runs" / self.scenario / self.cell_id

@@ -40,7 +40,7 @@ from rich.console import Console
 
 from collector import lease as lab_lease
 from collector import physics, pretest, ratesearch, runner
-from collector.cell import Cell
+from collector.cell import OWN_CLUSTER, Cell
 from collector.errors import DrivelabError
 from collector.gather import GatheredRun, gather_run, record
 from collector.paths import REPO
@@ -304,15 +304,21 @@ class ScenarioRun:
         self._drive_tools = self._fio = True
         if opts.reprovision:
             runner.provision(inventory=opts.inventory, stream=opts.verbose)
-            return
-        _, unchanged = runner.provision_unless_unchanged(
-            inventory=opts.inventory, stream=opts.verbose
-        )
+            unchanged = False
+        else:
+            _, unchanged = runner.provision_unless_unchanged(
+                inventory=opts.inventory, stream=opts.verbose
+            )
         if unchanged:
             # one line under 80 columns: rich wraps at 80 when not on a terminal
             self.console.print(
                 "provisioning skipped: every host is current (--reprovision forces it)"
             )
+        else:
+            # provisioning has just left drivelab's own cluster running with the
+            # inventory's settings: a first cell on it with none of its own leaves the
+            # cluster's part out of its database stage, as a cell after a cell does
+            self._cluster = (OWN_CLUSTER, ())
 
     def check_settings(self) -> None:
         """The scenario's PostgreSQL settings, checked by the DB host's installed server
@@ -488,10 +494,12 @@ class ScenarioRun:
         """:func:`runner.prepare_drives`; refused because drivelab's own databases from an
         earlier cell or run are on a filesystem to be made anew: they (and only they, on
         the filesystems refused so) are released, then the gate lets it be reformatted."""
-        self._cluster = None  # a drives stage (and a release) may stop clusters
         try:
             runner.prepare_drives(request, **drives)
         except PlaybookFailed as err:
+            # drive_format never stops PostgreSQL (it refuses a filesystem that holds
+            # its data, and a failure leaves the clusters as they were); a release does
+            self._cluster = None
             if HOLDS_POSTGRESQL_DATA not in err.refusals:
                 raise
             held = sorted(

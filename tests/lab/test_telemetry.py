@@ -2,7 +2,8 @@
 run Prometheus has drivelab's live tps of both clients and the candidate drive's
 node_disk_* series; the stored run has per-second device figures and the HTML report
 plots them; a scale that fits in memory is flagged "cache not defeated", one several
-times memory is not, with a lower buffer hit ratio. Telemetry is set up beside the first
+times memory is not, with a lower buffer hit ratio; after the run's own provisioning in
+full no cell sets drivelab's cluster up again. Telemetry is set up beside the first
 drives stage: when that set-up fails, the run stops there in one line, before any
 database stage, and leaves no process behind."""
 
@@ -153,6 +154,18 @@ def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
     assert "cache not defeated" in out and "cache defeated" in out
     page = (results / "telemetry-test.html").read_text()
     assert "Device telemetry" in page and "drivelab_device_read_iops" in page
+    # the run provisioned the fresh lab in full, which left drivelab's cluster running
+    # with the inventory's settings: no cell (none has settings of its own) set its
+    # cluster up again, and each still records the server's version and settings
+    skip = "TASK [The drivelab PostgreSQL cluster for this placement] "
+    logs = sorted((results / "logs").glob("*-database.log"))
+    assert len(logs) == 2, [p.name for p in logs]
+    for log in logs:
+        task = log.read_text().split(skip, 1)[1].split("TASK [", 1)[0]
+        assert "\nskipping: [dbhost]" in task, (log.name, task)
+    for cell_dir in (results / "runs" / "telemetry-test").iterdir():
+        server = json.loads((cell_dir / "db" / "database.json").read_text())["postgresql"]
+        assert server["version"] and server["settings"]["shared_buffers"], server
 
 
 FAILING = """\
