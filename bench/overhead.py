@@ -36,6 +36,9 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -250,7 +253,92 @@ def report(
     )
     print(prov_line)
     body += ["", prov_line]
+    past = history()
+    if past:
+        body += ["", *history_table(past, runs)]
     update_section("overhead", "\n".join(body))
+
+
+#: the figures of a run as this script writes them (its section's bold lines)
+_FIGURES = {
+    "fresh": re.compile(r"\*\*on a fresh lab: wall ([\d.]+) s,.*?overhead ([\d.]+) %"),
+    "again": re.compile(
+        r"\*\*again, on the provisioned lab: wall ([\d.]+) s,.*?overhead ([\d.]+) %"
+        r"(?:.*?outside pgbench per repetition ([\d., ]+) s)?"
+    ),
+}
+_MEASURED = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d) UTC, .*kernel (\S+)$", re.M)
+#: how the commits of this file name the code they measured ("overhead on 4d534bb")
+_CODE = re.compile(r"\bon (?:the code of )?([0-9a-f]{7,40})\b")
+
+
+def history() -> list[dict]:
+    """Every earlier run of this script that docs/benchmarks.md's git history holds
+    (its section as each commit left it), oldest first: when, on which kernel, the code
+    the commit's message names, and the two runs' wall and overhead. Empty outside a
+    git checkout."""
+    doc = "docs/benchmarks.md"
+    try:
+        log = subprocess.run(
+            ["git", "log", "--format=%H%x09%s", "-G", "on a fresh lab: wall", "--", doc],
+            cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    seen: dict[str, dict] = {}
+    for line in log.splitlines():
+        commit, _, subject = line.partition("\t")
+        text = subprocess.run(
+            ["git", "show", f"{commit}:{doc}"], cwd=REPO, capture_output=True, text=True,
+            check=False, timeout=60,
+        ).stdout  # fmt: skip
+        section = text.partition("<!-- bench:overhead -->")[2].partition("<!-- /bench:")[0]
+        when, fresh, again = (
+            _MEASURED.search(section), _FIGURES["fresh"].search(section),
+            _FIGURES["again"].search(section),
+        )  # fmt: skip
+        if not (when and fresh and again) or when[1] in seen:
+            continue
+        code = _CODE.search(subject)
+        seen[when[1]] = {
+            "when": when[1], "kernel": when[2], "code": code[1][:7] if code else "not named",
+            "fresh": (float(fresh[1]), float(fresh[2])),
+            "again": (float(again[1]), float(again[2])), "per_rep": again[3] or "",
+        }  # fmt: skip
+    return sorted(seen.values(), key=lambda r: r["when"])
+
+
+def history_table(past: list[dict], runs: list[tuple[str, TimedRun, list[dict]]]) -> list[str]:
+    """This run below every earlier one: step by step, as the file's history has them."""
+    now = {}
+    for key, (_, run, rows) in zip(("fresh", "again"), runs, strict=False):
+        _, wall, pgbench, init = table_and_ratio(run, rows)
+        now[key] = (wall, (wall / (pgbench + init) - 1) * 100)
+    outside = ", ".join(f"{r['stage'] - r['pgbench']:.1f}" for r in runs[-1][2])
+    head = subprocess.run(
+        ["git", "describe", "--always", "--dirty", "--abbrev=7"], cwd=REPO,
+        capture_output=True, text=True, check=False,
+    ).stdout.strip() or "unknown"  # fmt: skip
+    lines = [
+        "Earlier runs of this script, as the git history of this file holds them (the code "
+        "each measured as its commit message names it; the machine's speed differs between "
+        "sessions and hours: compare neighbours measured on one kernel):",
+        "",
+        "| measured (UTC) | kernel | code | fresh lab: wall s, overhead % "
+        "| provisioned lab: wall s, overhead % | outside pgbench per repetition, s |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for r in past:
+        lines.append(
+            f"| {r['when']} | {r['kernel']} | {r['code']} | {r['fresh'][0]:.1f}, "
+            f"{r['fresh'][1]:.1f} | {r['again'][0]:.1f}, {r['again'][1]:.1f} | {r['per_rep']} |"
+        )
+    if "fresh" in now and "again" in now:
+        lines.append(
+            f"| **this run** | {platform.release()} | {head} | {now['fresh'][0]:.1f}, "
+            f"{now['fresh'][1]:.1f} | {now['again'][0]:.1f}, {now['again'][1]:.1f} | {outside} |"
+        )
+    return lines
 
 
 if __name__ == "__main__":
