@@ -108,7 +108,20 @@ def read_stamps(
     settings: dict[str, dict], timeout: float = 10.0, folder: str | None = None
 ) -> dict[str, str | None]:
     """Each host's provisioning stamp as it is on the host (in ``folder``, by default
-    :data:`STAMP_DIR`); None where it has none or was not reached."""
+    :data:`STAMP_DIR`); "" where the host has none, None where it was not reached or
+    its stamp could not be read."""
     where = folder or STAMP_DIR
-    answers = on_all(settings, lambda h: f"cat {shlex.quote(f'{where}/{h}')}", timeout)
-    return {h: a.out.strip() if a.rc == 0 else None for h, a in answers.items()}
+
+    def command(h: str) -> str:
+        f = shlex.quote(f"{where}/{h}")
+        return f"if [ -e {f} ]; then cat {f}; else exit {_NO_STAMP}; fi"
+
+    answers = on_all(settings, command, timeout)
+    return {
+        h: a.out.strip() if a.rc == 0 else "" if a.rc == _NO_STAMP else None
+        for h, a in answers.items()
+    }
+
+
+#: read_stamps' exit status for "no stamp on this host" (cat's own is 1 for any error)
+_NO_STAMP = 3

@@ -1,7 +1,8 @@
 """Hosts asked over SSH without Ansible (collector.sshhosts), against a real sshd on
 127.0.0.1 (marked ``sshd``): the preflight passes without starting Ansible when every
 host answers; a host that does not answer is left to Ansible, which names it; the
-provisioning stamps are read as the hosts have them, a missing one as None; and no key
+provisioning stamps are read as the hosts have them, a missing one as "" and one not
+read (a host not reached) as None; and no key
 or known_hosts file in the inventory means Ansible, never a guess."""
 
 from __future__ import annotations
@@ -75,7 +76,19 @@ def test_stamps_are_read_as_the_hosts_have_them(sshd, tmp_path):
     _, doc = inventory(tmp_path, {"db1": host(sshd)}, {"c 1": host(sshd), "c2": host(sshd)})
     settings = sshhosts.settings_of(doc, ["db1", "c 1", "c2"])
     stamps = sshhosts.read_stamps(settings, folder=str(folder))
-    assert stamps == {"db1": "abc123", "c 1": "def456", "c2": None}
+    assert stamps == {"db1": "abc123", "c 1": "def456", "c2": ""}  # c2: none on the host
+
+
+def test_a_stamp_not_read_is_never_taken_for_none(sshd, tmp_path):
+    """Provisioning leaves a host's stamp removal out only where it has none: a host not
+    reached, or a stamp there that cannot be read, is None, not ""."""
+    folder = tmp_path / "stamps"
+    (folder / "db1").mkdir(parents=True)  # there, but cat cannot read it
+    gone = host(sshd, port=free_port())  # nothing listens there: refused at once
+    _, doc = inventory(tmp_path, {"db1": host(sshd)}, {"gone": gone, "c2": host(sshd)})
+    settings = sshhosts.settings_of(doc, ["db1", "gone", "c2"])
+    stamps = sshhosts.read_stamps(settings, folder=str(folder))
+    assert stamps == {"db1": None, "gone": None, "c2": ""}
 
 
 def test_no_key_or_no_known_hosts_means_ansible(sshd, tmp_path):
