@@ -264,10 +264,7 @@ class ScenarioRun:
         setup = partial(runner.telemetry, live_target=live_target, inventory=opts.inventory,
                         stream=opts.verbose, reuse=not opts.reprovision)  # fmt: skip
         if opts.verbose:
-            done: Future = Future()
-            done.set_result(setup())
-            self._telemetry = done
-            self.telemetry_ready()
+            self._telemetry_up(setup())
             return
         pool = ThreadPoolExecutor(1, thread_name_prefix="drivelab-telemetry")
         self._telemetry = pool.submit(setup)
@@ -289,6 +286,10 @@ class ScenarioRun:
             ran = job.result()
         except DrivelabError as err:
             raise SetupFailed(str(err)) from err
+        self._telemetry_up(ran)
+
+    def _telemetry_up(self, ran: object) -> None:
+        """Says how telemetry was set up (``ran`` None: found answering, not run)."""
         if ran is None:
             # one line under 80 columns: rich wraps at 80 when not on a terminal
             self.console.print(

@@ -103,6 +103,9 @@ def on_all(
 #: 0644, so no privilege is needed to read it)
 STAMP_DIR = "/var/lib/drivelab/provisioned"
 
+#: read_stamps' exit status for "no stamp on this host" (cat's own is 1 for any error)
+_NO_STAMP = 3
+
 
 def read_stamps(
     settings: dict[str, dict], timeout: float = 10.0, folder: str | None = None
@@ -121,7 +124,3 @@ def read_stamps(
         h: a.out.strip() if a.rc == 0 else "" if a.rc == _NO_STAMP else None
         for h, a in answers.items()
     }
-
-
-#: read_stamps' exit status for "no stamp on this host" (cat's own is 1 for any error)
-_NO_STAMP = 3
