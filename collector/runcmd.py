@@ -20,17 +20,21 @@ from pathlib import Path
 from collector.errors import DrivelabError
 from collector.paths import LOCAL_INVENTORY, results_dir
 from collector.reportcmd import DB_HELP, db_arg
+from collector.scenario.inventory import inventory_source
 
 
 def inventory_file(arg: str | None) -> Path:
-    path = Path(arg) if arg else LOCAL_INVENTORY
-    if path.is_dir():
+    """The inventory source ``--inventory``/``-i`` names, as Ansible is given it: a folder
+    holding hosts.yml is that file, any other folder or file is itself (``hosts.ini``
+    with ``group_vars/``, several files, an inventory plugin's)."""
+    path = inventory_source(Path(arg) if arg else LOCAL_INVENTORY)
+    if not arg and path.is_dir():
         path = path / "hosts.yml"
     if not path.exists():
         hint = (
             "run 'drivelab lab up' first"
             if not arg
-            else "give an inventory folder holding hosts.yml"
+            else "give an inventory folder or file, as ansible-playbook -i takes it"
         )
         raise DrivelabError(f"inventory {path} does not exist: {hint}")
     return path
@@ -123,7 +127,7 @@ def port_arg(text: str) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a scenario (resumes where it stopped)")
     p.add_argument("scenario", help="scenario file, e.g. scenarios/seed-two-clients.yml")
-    p.add_argument("--inventory", help="inventory folder or file (default: the local lab's)")
+    p.add_argument("-i", "--inventory", help="inventory folder or file (default: the local lab's)")
     p.add_argument("--size", help="a named size of the scenario, e.g. lab")
     p.add_argument("--dry-run", action="store_true", help="validate and print the plan only")
     p.add_argument("--db", type=db_arg, default=None, help=DB_HELP)

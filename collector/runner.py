@@ -43,7 +43,13 @@ from collector.runfolder import (
     rep_dir,
     write_json,
 )
-from collector.scenario.inventory import client_hosts, db_host, load_inventory, prometheus_url
+from collector.scenario.inventory import (
+    client_hosts,
+    db_host,
+    lab_vars,
+    load_inventory,
+    prometheus_url,
+)
 from collector.store import Store
 from collector.telemetry import Prometheus, hosts_not_up
 
@@ -218,7 +224,7 @@ def telemetry_stamp_file(inventory: Path) -> Path | None:
     """Where drivelab's own Prometheus keeps the stamp of the telemetry playbook that set
     it up (its folder, ``prometheus_server_dir``); None for an inventory's own
     Prometheus (``prometheus_server_url``: the playbook runs every time)."""
-    hv = load_inventory(inventory)["all"].get("vars") or {}
+    hv = lab_vars(load_inventory(inventory))
     if hv.get("prometheus_server_url"):
         return None
     return Path(str(hv.get("prometheus_server_dir", PROMETHEUS_DIR))) / TELEMETRY_STAMP

@@ -25,6 +25,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="who holds the lab (the lease on the DB host)")
-    p.add_argument("--inventory", help="inventory folder or file (default: the local lab's)")
+    p.add_argument("-i", "--inventory", help="inventory folder or file (default: the local lab's)")
     p.add_argument("--json", action="store_true", help="machine-readable")
     p.set_defaults(func=cmd_status)

@@ -4,25 +4,149 @@ reaches the hosts (SSH settings for the live view, the Prometheus to ask)."""
 
 from __future__ import annotations
 
+import copy
+import json
+import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from collector.errors import DrivelabError
+from collector.paths import REPO
 from collector.scenario.loader import _read_yaml
 from collector.scenario.schema import CLIENT_NAME, HOST_NAME, Scenario
 from collector.scenario.wording import _fail, _show
 
+#: the files Ansible reads as YAML beside an inventory source (its group and host variables)
+_VARS_DIRS = ("group_vars", "host_vars")
+_YAML = (".yml", ".yaml")
+
+#: parsed inventories, by source and the size and mtime of every file Ansible reads with it
+_CACHE: dict[tuple, dict[str, Any]] = {}
+
+
+def inventory_source(path: Path | str) -> Path:
+    """What Ansible is given for ``path``: a folder holding hosts.yml is that file (the
+    lab's and the example's shape); any other folder is itself (``hosts.ini`` beside
+    ``group_vars/``, several files, an inventory plugin's file), a file is itself."""
+    path = Path(path)
+    if path.is_dir() and (path / "hosts.yml").is_file():
+        return path / "hosts.yml"
+    return path
+
+
+def _files_read_with(source: Path) -> list[Path]:
+    """The source's files and the group_vars/host_vars Ansible reads with it."""
+    base = source if source.is_dir() else source.parent
+    files = [source] if source.is_file() else []
+    if source.is_dir():
+        files += sorted(p for p in source.iterdir() if p.is_file())
+    for name in _VARS_DIRS:
+        folder = base / name
+        if folder.is_dir():
+            files += sorted(p for p in folder.rglob("*") if p.is_file())
+    return files
+
 
 def load_inventory(path: Path | str) -> dict[str, Any]:
-    """The parsed inventory: ``path`` is its hosts.yml or the folder holding it."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "hosts.yml"
-    doc = _read_yaml(path, str(path))
-    if not isinstance(doc, dict):
-        raise _fail(str(path), "not an inventory (no 'all' mapping)")
-    return doc
+    """The inventory as Ansible reads it (``ansible-inventory --list``: YAML or INI, a
+    folder of them, nested groups, group_vars/ and host_vars/, inventory plugins), in one
+    shape: ``{"all": {"vars": {}, "hosts": {...}, "children": {group: {"hosts": {host:
+    vars}}}}}``, each host's variables merged by Ansible's own precedence and each group
+    holding the hosts of its child groups too. ``path`` is a folder or a file
+    (:func:`inventory_source`). drivelab's YAML files are read by drivelab first (its
+    limits, one-line errors with the file), then by Ansible."""
+    source = inventory_source(path)
+    if not source.exists():
+        raise _fail(str(source), "no such file")
+    files = _files_read_with(source)
+    key = (
+        str(source.resolve()),
+        *((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files),
+    )
+    if key in _CACHE:
+        return copy.deepcopy(_CACHE[key])
+    for f in files:
+        if f.suffix in _YAML:
+            doc = _read_yaml(f, str(f))
+            if f == source and not isinstance(doc, dict):
+                raise _fail(str(f), "not an inventory (no 'all' mapping)")
+    listed = _ansible_inventory(source)
+    _CACHE[key] = _normalised(listed)
+    return copy.deepcopy(_CACHE[key])
+
+
+def _ansible_inventory(source: Path) -> dict[str, Any]:
+    """``ansible-inventory --list`` of ``source`` with drivelab's ansible.cfg; a source
+    that no inventory plugin parses is an error, not an empty inventory."""
+    from collector.playbook import ansible_bin  # noqa: PLC0415
+
+    env = dict(os.environ)
+    env.update(
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_INVENTORY_UNPARSED_FAILED="True",
+        ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED="True",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+    )
+    argv = [ansible_bin("ansible-inventory"), "-i", str(source), "--list"]
+    try:
+        proc = subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise _fail(str(source), f"ansible-inventory did not answer ({exc})") from None
+    if proc.returncode != 0:
+        raise _fail(str(source), f"not an inventory Ansible reads: {_why(proc.stderr, source)}")
+    try:
+        listed = json.loads(proc.stdout)
+    except ValueError:
+        raise _fail(str(source), "ansible-inventory printed no inventory") from None
+    return listed if isinstance(listed, dict) else {}
+
+
+def _why(stderr: str, source: Path) -> str:
+    """Ansible's reason, one line: the words of the parser the source's name points at
+    (yaml for .yml/.yaml, else ini), else the first parser's, else the error."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    said = {}
+    for ln in lines:
+        m = re.match(
+            r"\[WARNING\]:\s*(?:\*\s*)?Failed to parse .*?with '?(\w+)'? plugin:\s*(.*)", ln
+        )
+        if m:
+            said.setdefault(m.group(1), m.group(2))
+    plugin = "yaml" if source.suffix in _YAML else "ini"
+    errors = [ln for ln in lines if ln.startswith("[ERROR]")]
+    why = said.get(plugin) or next(iter(said.values()), None)
+    if why is None:
+        why = re.sub(r"^\[ERROR\]:\s*", "", errors[0] if errors else lines[-1] if lines else "")
+    why = re.sub(r"^Failed to parse inventory:\s*", "", why or "no reason given")
+    why = re.sub(r"<class '[\w.]*?_AnsibleTagged(\w+)'>", lambda m: m.group(1).lower(), why)
+    return why[:300]
+
+
+def _normalised(listed: dict[str, Any]) -> dict[str, Any]:
+    """``ansible-inventory --list``'s groups and hostvars in :func:`load_inventory`'s shape."""
+    hostvars = (listed.get("_meta") or {}).get("hostvars") or {}
+
+    def members(group: str, seen: frozenset[str] = frozenset()) -> list[str]:
+        entry = listed.get(group) or {}
+        out = list(entry.get("hosts") or [])
+        for child in entry.get("children") or []:
+            if child not in seen:
+                out += [h for h in members(child, seen | {group}) if h not in out]
+        return out
+
+    # one mapping per host, in every group that holds it
+    every = {h: dict(hostvars.get(h) or {}) for h in members("all")}
+    groups = {
+        g: {"hosts": {h: every.setdefault(h, {}) for h in members(g)}}
+        for g in listed
+        if g not in ("_meta", "all")
+    }
+    return {"all": {"vars": {}, "hosts": every, "children": groups}}
 
 
 def _group_hosts(inventory: dict[str, Any], group: str) -> dict[str, Any]:
@@ -146,11 +270,20 @@ def validate_against_inventory(s: Scenario, inventory: dict[str, Any], path: Pat
 def prometheus_url(inventory: dict) -> str:
     """The Prometheus the telemetry playbook set up or checked: the inventory's
     ``prometheus_server_url``, else drivelab's own at ``prometheus_server_listen``."""
-    hv = inventory["all"].get("vars") or {}
+    hv = lab_vars(inventory)
     url = hv.get("prometheus_server_url")
     if url:
         return str(url).rstrip("/")
     return "http://" + str(hv.get("prometheus_server_listen", "127.0.0.1:9490"))
+
+
+def lab_vars(inventory: dict) -> dict[str, Any]:
+    """The variables that hold for the whole lab (telemetry's, the lease's): the DB host's,
+    which carry group all's (Ansible gives group variables to hosts only)."""
+    hosts = _group_hosts(inventory, "db")
+    if not hosts:
+        return dict(inventory["all"].get("vars") or {})
+    return host_vars(inventory, sorted(hosts, key=str)[0])
 
 
 def host_vars(inventory: dict, host: str) -> dict[str, Any]:

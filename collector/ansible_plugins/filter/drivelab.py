@@ -2,17 +2,80 @@
 from __future__ import annotations
 
 import getpass
+import ipaddress
 import multiprocessing
 import os
 import re
 import socket
 from collections.abc import Mapping, Sequence
 
+from ansible.errors import AnsibleFilterError
 
-def drivelab_hba_rules(clients, hostvars, prefix="drivelab_"):
+
+def _hba_addresses(client, hostvars, asked=None):
+    """The CIDRs ``client`` connects to the DB host from: what it reported itself
+    (``asked``: the module drivelab_source_address run for it by the role; else its fact
+    ``drivelab_client_sources``, from role drivelab's entry point ``source``), else its
+    ``ansible_host`` where that is an address; a host name alone is refused (pg_hba takes
+    one, but it is the management name, which need not be where the client connects
+    from)."""
+    hv = hostvars[client]
+    found = (asked or {}).get(client) or hv.get("drivelab_client_sources") or []
+    addresses = [s["from"] if isinstance(s, Mapping) else s for s in found]
+    if not addresses:
+        try:
+            addresses = [str(ipaddress.ip_address(str(hv.get("ansible_host") or client)))]
+        except ValueError:
+            raise AnsibleFilterError(
+                f"{client}: where it connects to the DB host from is not known (its"
+                f" ansible_host {hv.get('ansible_host', client)!r} is a name): run role"
+                " drivelab's entry point source on it first (provision.yml does)"
+            ) from None
+    cidrs = []
+    for text in addresses:
+        try:
+            address = ipaddress.ip_address(str(text).split("%")[0])
+        except ValueError:
+            raise AnsibleFilterError(f"{client}: {text!r} is not an IP address") from None
+        cidr = f"{address}/{address.max_prefixlen}"
+        if cidr not in cidrs:
+            cidrs.append(cidr)
+    return cidrs
+
+
+def drivelab_sources_unknown(clients, hostvars):
+    """The clients of ``clients`` that have not said where they connect from
+    (no ``drivelab_client_sources`` fact yet)."""
+    return [c for c in clients if not hostvars[c].get("drivelab_client_sources")]
+
+
+def drivelab_db_connect(db_host, hostvars):
+    """The address the clients connect to on ``db_host``: its ``drivelab_db_address`` (a
+    benchmark network apart from the one Ansible uses), else its ``ansible_host``, else
+    its inventory name."""
+    hv = hostvars[db_host]
+    return str(hv.get("drivelab_db_address") or hv.get("ansible_host") or db_host)
+
+
+def drivelab_hostport(host, port):
+    """'host:port' as a listen address or scrape target takes it: an IPv6 address in
+    brackets ('[fd00::2]:9100'), a name or an IPv4 address as it is."""
+    text = str(host)
+    try:
+        if ipaddress.ip_address(text).version == 6:
+            text = f"[{text}]"
+    except ValueError:
+        pass
+    return f"{text}:{port}"
+
+
+def drivelab_hba_rules(clients, hostvars, asked=(), prefix="drivelab_"):
     """pg_hba rules: postgres over the local socket (peer, ident map drivelab); one host
-    line per client (its database, its role, its own address /32, scram-sha-256);
-    then explicit rejects for everything else."""
+    line per client and address it connects from (its database, its role, that address
+    alone: /32 for IPv4, /128 for IPv6, scram-sha-256); then explicit rejects for
+    everything else. ``asked``: the results of drivelab_source_address run for some
+    clients in a loop (``item`` the client), over their facts."""
+    asked = {r["item"]: r.get("sources") for r in asked or () if isinstance(r, Mapping)}
     rules = [
         {
             "contype": "local",
@@ -24,15 +87,16 @@ def drivelab_hba_rules(clients, hostvars, prefix="drivelab_"):
     ]
     for client in clients:
         name = f"{prefix}{client}"
-        rules.append(
-            {
-                "contype": "host",
-                "databases": name,
-                "users": name,
-                "address": f"{hostvars[client]['ansible_host']}/32",
-                "method": "scram-sha-256",
-            }
-        )
+        for cidr in _hba_addresses(client, hostvars, asked):
+            rules.append(
+                {
+                    "contype": "host",
+                    "databases": name,
+                    "users": name,
+                    "address": cidr,
+                    "method": "scram-sha-256",
+                }
+            )
     rules += [
         {"contype": "local", "databases": "all", "users": "all", "method": "reject"},
         {
@@ -202,7 +266,10 @@ def drivelab_preflight_request(request, drives, pattern):
 class FilterModule:
     def filters(self):
         return {
+            "drivelab_db_connect": drivelab_db_connect,
             "drivelab_hba_rules": drivelab_hba_rules,
+            "drivelab_hostport": drivelab_hostport,
+            "drivelab_sources_unknown": drivelab_sources_unknown,
             "drivelab_init_facts": drivelab_init_facts,
             "drivelab_lease_holder": drivelab_lease_holder,
             "drivelab_lease_gone": drivelab_lease_gone,
