@@ -22,8 +22,8 @@ from collector.scenario.wording import _fail, _show
 _VARS_DIRS = ("group_vars", "host_vars")
 _YAML = (".yml", ".yaml")
 
-#: parsed inventories, by source and the size and mtime of every file Ansible reads with it
-_CACHE: dict[tuple, dict[str, Any]] = {}
+#: parsed inventories (or why not), by source and the size and mtime of every file read with it
+_CACHE: dict[tuple, dict[str, Any] | DrivelabError] = {}
 
 
 def inventory_source(path: Path | str) -> Path:
@@ -60,21 +60,27 @@ def load_inventory(path: Path | str) -> dict[str, Any]:
     source = inventory_source(path)
     if not source.exists():
         raise _fail(str(source), "no such file")
+    if not (source.is_file() or source.is_dir()):
+        raise _fail(str(source), "not a regular file (a device, pipe or socket)")
     files = _files_read_with(source)
     key = (
         str(source.resolve()),
         *((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files),
     )
-    if key in _CACHE:
-        return copy.deepcopy(_CACHE[key])
-    for f in files:
-        if f.suffix in _YAML:
-            doc = _read_yaml(f, str(f))
-            if f == source and not isinstance(doc, dict):
-                raise _fail(str(f), "not an inventory (no 'all' mapping)")
-    listed = _ansible_inventory(source)
-    _CACHE[key] = _normalised(listed)
-    return copy.deepcopy(_CACHE[key])
+    if key not in _CACHE:
+        try:
+            for f in files:
+                if f.suffix in _YAML:
+                    doc = _read_yaml(f, str(f))
+                    if f == source and not isinstance(doc, dict):
+                        raise _fail(str(f), "not an inventory (no 'all' mapping)")
+            _CACHE[key] = _normalised(_ansible_inventory(source))
+        except DrivelabError as err:
+            _CACHE[key] = err  # the same files, the same answer
+    found = _CACHE[key]
+    if isinstance(found, DrivelabError):
+        raise type(found)(*found.args)
+    return copy.deepcopy(found)
 
 
 def _ansible_inventory(source: Path) -> dict[str, Any]:
