@@ -290,6 +290,41 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
+#: the instants of command.json on the client's own clock (start_at and chosen_at are the
+#: controller's once the wrapper was given the client's offset, clock_offset_s)
+CLIENT_CLOCK = ("armed_at", "go_at", "launched_at", "ended_at")
+
+
+def clock_offset(command: Mapping[str, Any]) -> float:
+    """The client's clock minus the controller's, as the start measured it (0: unknown,
+    or the wrapper was not told it)."""
+    offset = command.get("clock_offset_s")
+    return float(offset) if isinstance(offset, NUMBER) else 0.0
+
+
+def _on_controller_clock(command: dict[str, Any]) -> dict[str, Any]:
+    """command.json with its client-clock instants put on the controller's clock."""
+    offset = clock_offset(command)
+    if not offset:
+        return command
+    return {
+        k: (v - offset if k in CLIENT_CLOCK and isinstance(v, NUMBER) else v)
+        for k, v in command.items()
+    }
+
+
+def _shifted(result: ClientResult, series: list[SeriesPoint], offset: float):
+    """A client's result and series on the controller's clock (its logs are on its own)."""
+    if not offset:
+        return result, series
+    result = replace(
+        result,
+        start=None if result.start is None else result.start - offset,
+        end=None if result.end is None else result.end - offset,
+    )
+    return result, [replace(p, start=p.start - offset) for p in series]
+
+
 def gather_client(run_dir: Path, host: str, meta: RunMeta) -> _Client:
     """One client host's result, series and raw files. Failure is a result, not an error."""
     d = run_dir / host
@@ -301,6 +336,8 @@ def gather_client(run_dir: Path, host: str, meta: RunMeta) -> _Client:
     command: dict[str, Any] = {}
     if files["command"].exists():
         command = dict(Checker(files["command"]).obj(load_json(files["command"]), ""))
+    offset, own_clock = clock_offset(command), command
+    command = _on_controller_clock(command)
     pid = command.get("pid") if isinstance(command.get("pid"), int) else None
     logs = log_files(d, pid) if meta.log != "none" else []
     log_kind = "agglog" if meta.log == "aggregate" else "txlog"
@@ -331,11 +368,14 @@ def gather_client(run_dir: Path, host: str, meta: RunMeta) -> _Client:
         return _Client(result, raw=raw, command=command)
 
     txlog, agg, series, source, note = _read_logs(host, logs, meta)
-    if not series:
-        series, source = _progress_series(host, stderr_text, files["stderr"], command)
+    if not series:  # placed on the client's clock, as the logs are
+        series, source = _progress_series(host, stderr_text, files["stderr"], own_clock)
     result = stats.client_result(
         host, report, stderr=err, exit_code=rc, txlog=txlog, agglog=agg, series=series
     )
+    # the start, the end and the series on the controller's clock (the per-second
+    # latency series stays on the client's: its seconds are bins of its own log)
+    result, series = _shifted(result, series, offset)
     if note and result.status == RunStatus.COMPLETE and note.startswith("unreadable"):
         # a log that does not parse after a clean exit: keep the figures, average nothing in
         result = replace(result, status=RunStatus.PARTIAL, reason=note)
@@ -486,6 +526,16 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
             if launched and chosen is not None and meta.start_at
             else None
         ),
+        # per client: its clock minus the controller's at the start, and the bound of that
+        # measure (drivelab_start's exchange); every instant above is the controller's
+        "clock_offsets": {
+            c.result.client: {
+                "offset_s": float(c.command["clock_offset_s"]),
+                "bound_s": float(c.command.get("clock_bound_s") or 0.0),
+            }
+            for c in clients
+            if isinstance(c.command.get("clock_offset_s"), NUMBER)
+        },
         # per client: whether its wrapper woke in the real-time class (None: older wrapper)
         "wake_realtime": {
             c.result.client: c.command["realtime"]

@@ -391,6 +391,7 @@ def start_lines(view: ScenarioView) -> list[str]:
     connect = run_facts(view, "connect_spread_s")
     lead = run_facts(view, "start_lead_s")
     late = run_facts(view, "launch_late_s")
+    offsets = run_facts(view, "clock_offsets")
     out = []
     for cv in view.cells:
         runs = [r for r in cv.stats.runs if r.status == RunStatus.COMPLETE and r.clients > 1]
@@ -416,11 +417,41 @@ def start_lines(view: ScenarioView) -> list[str]:
             words.append(
                 ", ".join(server) + " (the DB host's: it authenticates every connection at once)"
             )
+        clocks = _clock_words([offsets.get(r.run_id) for r in runs])
+        if clocks:
+            words.append(clocks)
         out.append(
             f"{label(view, cv)}: {runs[0].clients} clients, worst of {len(runs)} runs: "
             + "; ".join(words)
         )
     return out
+
+
+#: a client clock this far from the controller's is named in the start line
+CLOCK_SHOWN_S = 0.001
+
+
+def _clock_words(per_run: list[object]) -> str:
+    """The clients whose clocks were off the controller's by more than CLOCK_SHOWN_S in
+    any run (the largest offset of each, with its bound), or ""; every instant of the
+    start line is on the controller's clock, each client's corrected by its offset."""
+    worst: dict[str, tuple[float, float]] = {}
+    for offsets in per_run:
+        if not isinstance(offsets, dict):
+            continue
+        for host, o in offsets.items():
+            if not isinstance(o, dict) or not isinstance(o.get("offset_s"), int | float):
+                continue
+            off, bound = float(o["offset_s"]), float(o.get("bound_s") or 0.0)
+            if abs(off) > CLOCK_SHOWN_S and abs(off) > abs(worst.get(host, (0.0, 0.0))[0]):
+                worst[host] = (off, bound)
+    if not worst:
+        return ""
+    named = ", ".join(
+        f"{h} {off * 1e3:+,.1f} ms (±{bound * 1e3:,.1f})"
+        for h, (off, bound) in sorted(worst.items())
+    )
+    return f"clocks off the controller's, corrected: {named}"
 
 
 def publish(views: list[ScenarioView], console: Console | None = None) -> None:

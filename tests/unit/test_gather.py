@@ -899,3 +899,52 @@ def test_the_two_phase_start_stores_its_lead_and_the_handover(tmp_path, capsys):
     # an old run folder (pgbench-at --at): no two-phase facts, nothing said
     old = gather.gather_run(make_run(tmp_path / "c", two())).run.facts
     assert (old["start_lead_s"], old["handover_s"], old["launch_late_s"]) == (None, None, None)
+
+
+def test_a_client_clock_ahead_is_put_on_the_controllers_clock(tmp_path, capsys):
+    """client2's clock runs 300 ms ahead of the controller's: everything it wrote (its
+    wrapper's instants, its logs) is 300 ms later than client1's for the same instant.
+    With the offset the start measured (command.json's clock_offset_s), gather puts its
+    instants, start, end and series on the controller's clock: the launches and first
+    transactions are as together as without the offset, the window is the same, and the
+    report names the clock with its bound."""
+    ahead = 0.3
+
+    def run(root, offset_known):
+        clients = {
+            "client1": Client("pgbench_run1_log", _logs_run1(0.0)),
+            "client2": Client("pgbench_run1_log", _logs_run1(ahead), launched_delay=ahead + 0.002),
+        }
+        run_dir = make_run(root, clients)
+        for host, offset in (("client1", 0.0), ("client2", ahead)):
+            path = run_dir / host / "command.json"
+            doc = json.loads(path.read_text())
+            doc.update(chosen_at=START_AT - 0.6, go_at=START_AT - 0.5 + offset)
+            if offset_known:
+                doc.update(clock_offset_s=offset, clock_bound_s=0.0004)
+            path.write_text(json.dumps(doc))
+        return run_dir
+
+    blind = gather.gather_run(run(tmp_path / "blind", offset_known=False))
+    assert blind.run.facts["launch_skew_s"] == pytest.approx(ahead + 0.002, abs=1e-6)
+    assert blind.run.facts["clock_offsets"] == {}
+    run_dir = run(tmp_path / "known", offset_known=True)
+    known = gather.gather_run(run_dir)
+    facts = known.run.facts
+    assert facts["launch_skew_s"] == pytest.approx(0.002, abs=1e-6)
+    assert facts["start_skew_s"] == pytest.approx(0.0, abs=0.001)
+    assert facts["clock_offsets"]["client2"] == {"offset_s": ahead, "bound_s": 0.0004}
+    c1, c2 = known.run.clients
+    assert c2.start == pytest.approx(c1.start, abs=0.001)
+    assert c2.end == pytest.approx(c1.end, abs=0.001)
+    # the window where both ran is as long as each client's run: nothing lost to the clock
+    rs, blind_rs = known.stats(), blind.stats()
+    assert rs.window[1] - rs.window[0] == pytest.approx(c1.end - c1.start, abs=0.002)
+    assert (blind_rs.window[1] - blind_rs.window[0]) < (rs.window[1] - rs.window[0]) - 0.25
+
+    db = tmp_path / "store.db"
+    with Store.open(db) as store:
+        gather.record_run_dir(store, run_dir)
+    assert cli.main(["report", "--db", str(db)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "clocks off the controller's, corrected: client2 +300.0 ms (±0.4)" in out, out

@@ -11,6 +11,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,68 @@ def test_a_run_that_does_not_end_in_time_is_left_to_ansibles_own_fetch(tmp_path)
     assert not (tmp_path / "fetched" / "client2").exists()
     # client2's folder is still there, its run complete (Ansible waited for it)
     assert records["client2"]["rc"] == 0
+
+
+def libfaketime() -> str:
+    """libfaketime (Debian package faketime, which make setup installs)."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    if not found:
+        pytest.fail("libfaketime is missing: apt-get install faketime (make setup does)")
+    return str(found[0])
+
+
+def clock_ahead(seconds: float) -> list[str]:
+    """A command prefix whose processes read a clock ``seconds`` ahead (libfaketime)."""
+    return ["env", f"LD_PRELOAD={libfaketime()}", f"FAKETIME={seconds:+}"]
+
+
+def test_the_clock_exchange_measures_a_client_clock_300_ms_ahead(tmp_path):
+    """Real sessions (the script drivelab_start runs on every client), one of them on a
+    clock 300 ms ahead: the exchange over the session measures its offset within the
+    bound it gives, and the other's offset as within its bound (no correction)."""
+    sessions, left_out = {}, {}
+    for host, prefix in (("ahead", clock_ahead(0.3)), ("same", [])):
+        fifo = tmp_path / f"{host}.go"
+        os.mkfifo(fifo)
+        argv = [*prefix, "sh", "-c", drivelab_start.SESSION_SH, "drivelab-start", str(fifo),
+                "5", "", "0"]  # fmt: skip
+        sessions[host] = drivelab_start.Session(host, argv)
+    try:
+        drivelab_start.ActionModule._wait(sessions, "armed", time.time() + 10, left_out)
+        drivelab_start.ActionModule._clocks(sessions, left_out)
+        assert left_out == {} and sorted(sessions) == ["ahead", "same"]
+        ahead, same = sessions["ahead"], sessions["same"]
+        assert abs(ahead.clock[1] - 0.3) <= ahead.bound() + 0.001, ahead.clock
+        assert ahead.bound() < 0.05 and ahead.applied() == ahead.clock[1]
+        assert abs(same.clock[1]) <= same.bound() and same.applied() == 0.0
+    finally:
+        for s in sessions.values():
+            s.stop()
+
+
+def test_a_wrapper_given_its_offset_starts_at_the_controllers_instant(tmp_path):
+    """pgbench-at on a clock 300 ms ahead, handed "START_AT CHOSEN_AT 0.3 BOUND": it
+    waits for START_AT + 0.3 on its own clock, which is START_AT on the controller's,
+    and records the instant, the offset and the bound."""
+    fifo, rundir = tmp_path / "go", tmp_path / "run"
+    proc = subprocess.Popen(
+        [*clock_ahead(0.3), sys.executable, str(WRAPPER), "--go", str(fifo), "--arm-timeout",
+         "20", "--dir", str(rundir), "--", "/bin/sh", "-c", "echo started"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.time() + 20
+    while not fifo.exists() and time.time() < deadline:
+        time.sleep(0.02)
+    chosen = time.time()
+    start_at = round(chosen + 0.5, 3)
+    with open(fifo, "w", encoding="ascii") as fh:
+        fh.write(f"{start_at:.3f} {chosen:.6f} 0.300000 0.000400\n")
+    proc.wait(timeout=30)
+    woke_here = time.time()
+    record = json.loads((rundir / "command.json").read_text())
+    assert record["rc"] == 0, record
+    assert record["start_at"] == pytest.approx(start_at)
+    assert (record["clock_offset_s"], record["clock_bound_s"]) == (0.3, 0.0004)
+    # launched on its own clock at the instant plus its offset: the controller's instant
+    assert start_at + 0.3 <= record["launched_at"] < start_at + 0.3 + 0.1
+    assert woke_here >= start_at

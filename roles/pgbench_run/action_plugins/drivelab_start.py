@@ -33,12 +33,24 @@ point), which reports it as it always did. Without ``run_dirs`` it returns 0.2 s
 the instant: Ansible's next task forks a worker per client, CPU the clients would wake
 and connect on where they share the controller's cores.
 
+Clocks: every client decides the instant by its own clock, and real hosts' clocks differ
+(milliseconds with NTP, seconds without it). Once all are armed, each session is asked
+for its clock ``CLOCK_ROUNDS`` times, every client at once (NTP's exchange: the
+controller's clock before and after, the client's in between), and the exchange of least
+round trip gives the client's offset, within half that round trip (an offset within its
+bound is no offset: clocks that agree are not corrected by the measure's own error). The
+line each client gets is "START_AT CHOSEN_AT OFFSET BOUND": the instant and the choice
+on the controller's clock, the client's offset and its bound; the wrapper waits for
+START_AT + OFFSET on its own clock and records both, so the collector puts the client's
+timestamps on the controller's clock.
+
 Returns ``chosen_at``, ``start_at`` and ``returned_at`` (epoch seconds), ``lead_s``,
-``armed_s`` (from this action's start until every client was armed), ``sent_s`` (from
-the choice until every client had written the line into its pipe), ``clients`` (those
-started), ``left_out`` ({host: reason}), and with ``run_dirs``: ``fetched`` (hosts whose
-outputs are in ``fetch_to``), ``not_fetched`` ({host: reason}) and ``fetched_s`` (from
-the planned end until the last outputs were unpacked).
+``armed_s`` (from this action's start until every client was armed), ``clock_s`` (the
+clock exchanges), ``sent_s`` (from the choice until every client had written the line
+into its pipe), ``clients`` (those started), ``left_out`` ({host: reason}), ``clocks``
+({host: {offset_s: measured, bound_s, applied_s}}), and with ``run_dirs``: ``fetched``
+(hosts whose outputs are in ``fetch_to``), ``not_fetched`` ({host: reason}) and
+``fetched_s`` (from the planned end until the last outputs were unpacked).
 """
 
 from __future__ import annotations
@@ -59,7 +71,14 @@ SESSION_SH = r"""
 timeout "$2" sh -c 'until test -p "$0"; do sleep 0.02; done' "$1" || {
     echo "no named pipe $1 after $2 s: the wrapper did not arm" >&2; exit 3; }
 echo armed
-IFS= read -r line || { echo "the session ended before the instant came" >&2; exit 4; }
+line=
+while IFS= read -r line; do
+    case "$line" in
+    t) echo "c $(date +%s.%N)" ;;
+    *) break ;;
+    esac
+done
+test -n "$line" || { echo "the session ended before the instant came" >&2; exit 4; }
 test -p "$1" || { echo "the named pipe $1 went away: the wrapper ended" >&2; exit 5; }
 printf '%s\n' "$line" > "$1" && echo sent || exit 6
 test -n "$3" || exit 0
@@ -73,6 +92,11 @@ tar -C "$3" -czf "$3.tar.gz" . || { echo "could not pack $3" >&2; exit 8; }
 echo "ended $(stat -c %s "$3.tar.gz")"
 exec cat "$3.tar.gz"
 """
+
+#: clock exchanges per client once it is armed (the one of least round trip is kept), and
+#: how long one may take before its client is left out
+CLOCK_ROUNDS = 5
+CLOCK_TIMEOUT_S = 10.0
 
 #: seconds after the instant this action still keeps the controller quiet (in the lab,
 #: the clients share its cores)
@@ -106,6 +130,8 @@ class Session:
         self.sent = False
         self.why = ""
         self.size: int | None = None  # of the archive, once the session said "ended"
+        # the client's clock against this one: (round trip, offset) of the best exchange
+        self.clock: tuple[float, float] | None = None
 
     def ended(self) -> str:
         """Why the session ended: its last line on stderr, else its exit code."""
@@ -116,6 +142,38 @@ class Session:
             _, err = self.proc.communicate()
         lines = [ln for ln in err.decode(errors="replace").splitlines() if ln.strip()]
         return lines[-1].strip() if lines else f"session exited {self.proc.returncode}"
+
+    def clock_answer(self, sent: float) -> str | None:
+        """Reads the session's answer to a clock exchange asked at ``sent`` and keeps it in
+        ``clock`` when its round trip is the least yet. Returns None while the line is not
+        whole, "" once it was read, why the session is left out otherwise (stopped)."""
+        chunk = os.read(self.proc.stdout.fileno(), 4096)
+        self.said += chunk
+        if b"\n" not in self.said:
+            return None if chunk else (self.why or self.ended())
+        received = time.time()
+        head = self.said.split(b"\n", 1)[0]
+        try:
+            client = float(head.removeprefix(b"c "))
+        except ValueError:
+            self.stop()
+            return f"answered the clock exchange with {head[:80]!r}"
+        rtt, offset = offset_from(sent, client, received)
+        if self.clock is None or rtt < self.clock[0]:
+            self.clock = (rtt, offset)
+        return ""
+
+    def bound(self) -> float:
+        """How far the measured offset may be from the truth: half the round trip."""
+        return self.clock[0] / 2 if self.clock else 0.0
+
+    def applied(self) -> float:
+        """The offset the client's instant is corrected by: the measured one, unless it
+        is within its bound (then the clocks agree as far as can be told, and a
+        correction would only add the measure's own error: 0)."""
+        if self.clock is None or abs(self.clock[1]) <= self.bound():
+            return 0.0
+        return self.clock[1]
 
     def tell(self, line: str, last: bool = True) -> None:
         try:
@@ -153,6 +211,15 @@ class Session:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+
+
+def offset_from(sent: float, client: float, received: float) -> tuple[float, float]:
+    """One NTP-style exchange: the controller asked at ``sent`` and had the answer at
+    ``received`` (its clock), the client read its clock (``client``) in between. Returns
+    (round trip, offset): the client's clock minus the controller's, taken at the middle
+    of the round trip; it is within half the round trip of the truth."""
+    rtt = max(0.0, received - sent)
+    return rtt, client - (sent + received) / 2
 
 
 def unpack(archive: bytes, dest: str) -> str | None:
@@ -229,10 +296,18 @@ class ActionModule(ActionBase):
                 result.update(failed=True, left_out=left_out, msg=f"no client armed: {why}")
                 return result
             armed_s = time.time() - started
+            self._clocks(sessions, left_out)
+            if not sessions:
+                why = "; ".join(f"{h}: {w}" for h, w in sorted(left_out.items()))
+                result.update(failed=True, left_out=left_out, msg=f"no client armed: {why}")
+                return result
             chosen = time.time()
+            clock_s = chosen - started - armed_s
             start_at = round(chosen + args["lead"], 3)
-            line = f"{start_at:.3f} {chosen:.6f}\n"
             for s in sessions.values():
+                # the instant and the choice on the controller's clock, and how far the
+                # client's is from it: the wrapper waits for the instant on its own clock
+                line = f"{start_at:.3f} {chosen:.6f} {s.applied():.6f} {s.bound():.6f}\n"
                 s.tell(line, last=not fetching)
             self._wait(sessions, "sent", time.time() + 30, left_out)
             sent_s = time.time() - chosen
@@ -251,11 +326,53 @@ class ActionModule(ActionBase):
         result.update(
             changed=True, chosen_at=chosen, start_at=start_at, lead_s=args["lead"],
             returned_at=time.time(),
-            armed_s=round(armed_s, 3), sent_s=round(sent_s, 3), left_out=left_out,
+            armed_s=round(armed_s, 3), clock_s=round(clock_s, 3), sent_s=round(sent_s, 3),
+            left_out=left_out,
             clients=sorted(sessions), fetched=sorted(fetched), not_fetched=not_fetched,
             fetched_s=fetched_s,
+            clocks={
+                h: {"offset_s": round(s.clock[1], 6), "bound_s": round(s.bound(), 6),
+                    "applied_s": round(s.applied(), 6)}
+                for h, s in sessions.items() if s.clock
+            },
         )  # fmt: skip
         return result
+
+    @staticmethod
+    def _clocks(sessions: dict[str, Session], left_out, rounds: int = CLOCK_ROUNDS) -> None:
+        """Each armed client's clock against the controller's, over its session: ``rounds``
+        exchanges with every client at once (the controller writes "t", the session
+        answers "c <its epoch>"), the one of least round trip kept in ``Session.clock``.
+        A session that ends or does not answer in time is moved to ``left_out``."""
+        for _ in range(rounds):
+            sent = {}
+            for host, s in list(sessions.items()):
+                s.said = b""
+                sent[host] = time.time()
+                s.tell("t\n", last=False)
+            waiting = dict(sessions)
+            deadline = time.time() + CLOCK_TIMEOUT_S
+            with selectors.DefaultSelector() as sel:
+                for s in waiting.values():
+                    sel.register(s.proc.stdout, selectors.EVENT_READ, s)
+                while waiting:
+                    left = deadline - time.time()
+                    if left <= 0:
+                        for host, s in waiting.items():
+                            left_out[host] = s.why or "did not answer the clock exchange in time"
+                            s.stop()
+                            del sessions[host]
+                        return
+                    for key, _ in sel.select(left):
+                        s = key.data
+                        why = s.clock_answer(sent[s.host])
+                        if why is None:
+                            continue  # not a whole line yet
+                        if why:
+                            left_out[s.host] = why
+                            del sessions[s.host]
+                        sel.unregister(s.proc.stdout)
+                        del waiting[s.host]
 
     @staticmethod
     def _fetch(sessions: dict[str, Session], fetch_to: str, deadline: float):
