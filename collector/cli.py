@@ -24,7 +24,17 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from collector import gathercmd, labcmd, reportcmd, runcmd, statuscmd, transfercmd, watchcmd  # noqa: PLC0415  (keep --help fast)
+    # keep --help fast: the verbs are imported only when a command is parsed
+    from collector import (  # noqa: PLC0415
+        checkcmd,
+        gathercmd,
+        labcmd,
+        reportcmd,
+        runcmd,
+        statuscmd,
+        transfercmd,
+        watchcmd,
+    )
 
     parser = OneLineParser(
         prog="drivelab",
@@ -36,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     labcmd.register(sub)
     runcmd.register(sub)
     statuscmd.register(sub)
+    checkcmd.register(sub)
     gathercmd.register(sub)
     reportcmd.register(sub)
     watchcmd.register(sub)

@@ -136,7 +136,7 @@ def why_no_lab() -> str | None:
 #: container lab last, its image built meanwhile (ImageBuild). Modules not named run
 #: after these, in file order.
 ORDER = (
-    "test_lab", "test_lab_bad_input", "test_gate", "test_drives", "test_faults", "test_live",
+    "test_lab", "test_lab_bad_input", "test_gate", "test_check", "test_drives", "test_faults", "test_live",
     "test_pgbench", "test_pretests", "test_run", "test_telemetry", "test_containers",
 )  # fmt: skip
 

@@ -57,6 +57,22 @@ def drivelab_db_connect(db_host, hostvars):
     return str(hv.get("drivelab_db_address") or hv.get("ansible_host") or db_host)
 
 
+def drivelab_check_answers(hosts, hostvars):
+    """{host: {ping, host, gate}} of playbooks/check.yml: each host's registered results
+    (role drivelab's entry point check) and the gate's answer on the DB host
+    (candidate_drive's); a host that was not asked has empty ones."""
+    out = {}
+    for host in hosts:
+        hv = hostvars[host]
+        mine = hv.get("drivelab_check") or {}
+        out[host] = {
+            "ping": mine.get("ping") or {},
+            "host": mine.get("host") or {},
+            "gate": hv.get("candidate_drive_check"),
+        }
+    return out
+
+
 def drivelab_hostport(host, port):
     """'host:port' as a listen address or scrape target takes it: an IPv6 address in
     brackets ('[fd00::2]:9100'), a name or an IPv4 address as it is."""
@@ -266,6 +282,7 @@ def drivelab_preflight_request(request, drives, pattern):
 class FilterModule:
     def filters(self):
         return {
+            "drivelab_check_answers": drivelab_check_answers,
             "drivelab_db_connect": drivelab_db_connect,
             "drivelab_hba_rules": drivelab_hba_rules,
             "drivelab_hostport": drivelab_hostport,

@@ -437,6 +437,7 @@ def check(
     own_uuids=(),
     own_mounts=None,
     mount_root=None,
+    exclusive_open=True,
 ):
     """Checks one candidate drive. Returns a dict of facts when it may be formatted;
     raises Refusal (one line: device and reason) when it may not.
@@ -446,6 +447,8 @@ def check(
     own_mounts: {mount point: drive name} of drivelab's own mount points; a device
       mounted exactly there with its own marker is reported as ours, not refused.
     mount_root: drivelab's mount root (a loop device's backing file may not lie there).
+    exclusive_open: the last check, that nothing else has it open, opens it exclusively
+      for a moment; ``drive_list`` leaves that out for devices the inventory does not list.
     """
     own_mounts = own_mounts or {}
     entries = [e for e in inventory if e.get("name") == drive]
@@ -588,7 +591,7 @@ def check(
         raise Refusal(
             f"{where}: carries a {'/'.join(found)} signature{label} and the inventory does not say wipe: true"
         )
-    if not own_point:
+    if not own_point and exclusive_open:
         openers = held_open_by(members)
         if openers:
             raise Refusal(f"{where}: is held open by {', '.join(openers)}")

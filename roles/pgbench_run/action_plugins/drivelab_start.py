@@ -244,6 +244,25 @@ def session_argv(
 ) -> list[str]:
     """How to open one client's session, from its inventory variables ``hv``."""
     script = ["sh", "-c", SESSION_SH, "drivelab-start", fifo, str(timeout), run_dir, str(polls)]
+    return remote_argv(host, hv, script, become)
+
+
+#: a session that only answers clock exchanges ("t" -> "c <epoch>") until told anything
+#: else (``drivelab check`` measures each host's clock with it)
+CLOCK_SH = r"""
+while IFS= read -r line; do
+    case "$line" in
+    t) echo "c $(date +%s.%N)" ;;
+    *) exit 0 ;;
+    esac
+done
+"""
+
+
+def remote_argv(host: str, hv, script: list[str], become: bool) -> list[str]:
+    """``script`` (an argv) run on ``host`` over ssh with its inventory variables ``hv``
+    (address, port, user, key, its ssh arguments; ``sudo -n`` when ``become`` and the
+    login is not root), or as it is for ``ansible_connection: local``."""
     if str(hv.get("ansible_connection", "ssh")) == "local":
         return script
     user = str(hv.get("ansible_user") or hv.get("ansible_ssh_user") or "root")
