@@ -532,6 +532,7 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
             c.result.client: {
                 "offset_s": float(c.command["clock_offset_s"]),
                 "bound_s": float(c.command.get("clock_bound_s") or 0.0),
+                "measured_s": c.command.get("clock_measured_s"),
             }
             for c in clients
             if isinstance(c.command.get("clock_offset_s"), NUMBER)

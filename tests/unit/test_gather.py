@@ -921,7 +921,7 @@ def test_a_client_clock_ahead_is_put_on_the_controllers_clock(tmp_path, capsys):
             doc = json.loads(path.read_text())
             doc.update(chosen_at=START_AT - 0.6, go_at=START_AT - 0.5 + offset)
             if offset_known:
-                doc.update(clock_offset_s=offset, clock_bound_s=0.0004)
+                doc.update(clock_offset_s=offset, clock_bound_s=0.0004, clock_measured_s=offset)
             path.write_text(json.dumps(doc))
         return run_dir
 
@@ -933,7 +933,11 @@ def test_a_client_clock_ahead_is_put_on_the_controllers_clock(tmp_path, capsys):
     facts = known.run.facts
     assert facts["launch_skew_s"] == pytest.approx(0.002, abs=1e-6)
     assert facts["start_skew_s"] == pytest.approx(0.0, abs=0.001)
-    assert facts["clock_offsets"]["client2"] == {"offset_s": ahead, "bound_s": 0.0004}
+    assert facts["clock_offsets"]["client2"] == {
+        "offset_s": ahead,
+        "bound_s": 0.0004,
+        "measured_s": ahead,
+    }
     c1, c2 = known.run.clients
     assert c2.start == pytest.approx(c1.start, abs=0.001)
     assert c2.end == pytest.approx(c1.end, abs=0.001)

@@ -280,13 +280,14 @@ def test_a_wrapper_given_its_offset_starts_at_the_controllers_instant(tmp_path):
     chosen = time.time()
     start_at = round(chosen + 0.5, 3)
     with open(fifo, "w", encoding="ascii") as fh:
-        fh.write(f"{start_at:.3f} {chosen:.6f} 0.300000 0.000400\n")
+        fh.write(f"{start_at:.3f} {chosen:.6f} 0.300000 0.000400 0.300100\n")
     proc.wait(timeout=30)
     woke_here = time.time()
     record = json.loads((rundir / "command.json").read_text())
     assert record["rc"] == 0, record
     assert record["start_at"] == pytest.approx(start_at)
     assert (record["clock_offset_s"], record["clock_bound_s"]) == (0.3, 0.0004)
+    assert record["clock_measured_s"] == 0.3001
     # launched on its own clock at the instant plus its offset: the controller's instant
     assert start_at + 0.3 <= record["launched_at"] < start_at + 0.3 + 0.1
     assert woke_here >= start_at

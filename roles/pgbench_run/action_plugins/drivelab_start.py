@@ -39,8 +39,9 @@ for its clock ``CLOCK_ROUNDS`` times, every client at once (NTP's exchange: the
 controller's clock before and after, the client's in between), and the exchange of least
 round trip gives the client's offset, within half that round trip (an offset within its
 bound is no offset: clocks that agree are not corrected by the measure's own error). The
-line each client gets is "START_AT CHOSEN_AT OFFSET BOUND": the instant and the choice
-on the controller's clock, the client's offset and its bound; the wrapper waits for
+line each client gets is "START_AT CHOSEN_AT OFFSET BOUND MEASURED": the instant and the
+choice on the controller's clock, the offset applied and its bound, the offset measured;
+the wrapper waits for
 START_AT + OFFSET on its own clock and records both, so the collector puts the client's
 timestamps on the controller's clock.
 
@@ -326,7 +327,9 @@ class ActionModule(ActionBase):
             for s in sessions.values():
                 # the instant and the choice on the controller's clock, and how far the
                 # client's is from it: the wrapper waits for the instant on its own clock
-                line = f"{start_at:.3f} {chosen:.6f} {s.applied():.6f} {s.bound():.6f}\n"
+                measured = s.clock[1] if s.clock else 0.0
+                clock = f"{s.applied():.6f} {s.bound():.6f} {measured:.6f}"
+                line = f"{start_at:.3f} {chosen:.6f} {clock}\n"
                 s.tell(line, last=not fetching)
             self._wait(sessions, "sent", time.time() + 30, left_out)
             sent_s = time.time() - chosen
