@@ -117,7 +117,7 @@ def _host_problems(host: str, hv: dict[str, Any], ans: dict[str, Any]) -> list[P
         why = f"runs as uid {mine['uid']}, not root: set ansible_become: true for it"
         out.append(Problem(host, "sudo", why + " (drivelab formats drives and runs PostgreSQL)"))
     packages = mine.get("packages") or {}
-    missing = sorted(n for n, s in packages.items() if s not in {"installed", "installable"})
+    missing = sorted(n for n, s in packages.items() if s == "not installable")
     if missing:
         why = "not installable here: " + ", ".join(missing)
         out.append(Problem(host, "packages", why + APT_HINT))

@@ -62,6 +62,22 @@ def bridge_arg(text: str) -> str:
     return text
 
 
+def clock_offset_arg(text: str) -> tuple[str, float]:
+    """HOST=SECONDS: a container host whose clock runs that far off the controller's."""
+    host, sep, value = text.partition("=")
+    if not sep or not re.fullmatch(r"dbhost|client[1-9][0-9]{0,2}", host):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give HOST=SECONDS, HOST dbhost or clientN (e.g. client2=0.3)"
+        )
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not -3600 <= seconds <= 3600:  # also NaN
+        raise argparse.ArgumentTypeError(f"{text!r}: SECONDS is a number from -3600 to 3600")
+    return host, seconds
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     extra: dict = {"lab_state": "present"}
     if args.clients is not None:
@@ -80,6 +96,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         if args.hosts != "container":
             raise DrivelabError("--release is for container hosts: add --hosts container")
         extra["lab_release"] = args.release
+    if args.clock_offset:
+        if args.hosts != "container":
+            raise DrivelabError("--clock-offset is for container hosts: add --hosts container")
+        extra["lab_clock_offsets"] = dict(args.clock_offset)
     console = Console()
     what = (
         "container hosts: the first build of an image takes about a minute"
@@ -248,6 +268,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--release",
         choices=("trixie", "bookworm"),
         help="Debian release of container hosts (default trixie)",
+    )
+    up.add_argument(
+        "--clock-offset",
+        type=clock_offset_arg,
+        action="append",
+        metavar="HOST=SECONDS",
+        help="container hosts only: HOST's clock runs SECONDS off the controller's (libfaketime"
+        " for every process there), as a real host's without NTP; repeat for more hosts",
     )
     up.add_argument(
         "--results-store",

@@ -68,7 +68,7 @@ class ClientTarget:
         return str(PurePosixPath(self.stderr_path).with_name("rc.txt"))
 
 
-def follow_command(stderr_path: str, rc_path: str, not_before: int) -> str:
+def follow_command(stderr_path: str, rc_path: str, not_before: int, *, sudo: bool = False) -> str:
     """The remote shell command that streams one client's pgbench stderr and ends by
     itself once ``rc.txt`` holds an exit code.
 
@@ -76,7 +76,9 @@ def follow_command(stderr_path: str, rc_path: str, not_before: int) -> str:
     from its first line (``tail -F``), then ``@@drivelab-live rc=N``. Files older than
     ``not_before`` (epoch seconds, client clock) are an earlier attempt's leftovers
     and are waited past. When the SSH channel closes, a watchdog on stdin kills the
-    whole process group, so nothing is left behind on the client."""
+    whole process group, so nothing is left behind on the client. ``sudo``: through
+    ``sudo -n`` (a login that is not root cannot read the run folders, which are
+    root's, mode 0700)."""
     script = f"""
 f={shlex.quote(stderr_path)}; r={shlex.quote(rc_path)}; nb={int(not_before)}
 exec 3<&0
@@ -91,7 +93,7 @@ tail -n +1 -s 0.2 -F --pid="$w" -- "$f" 2>/dev/null
 wait "$w"
 echo "{MARKER}$(grep -s '^rc=' "$r" | head -n 1)"
 """
-    return f"sh -c {shlex.quote(script)}"
+    return ("sudo -n " if sudo else "") + f"sh -c {shlex.quote(script)}"
 
 
 class _LineSink(io.TextIOBase):
@@ -245,7 +247,7 @@ class Follower:
         problem: str | None = None
         try:
             result = conn.run(
-                follow_command(t.stderr_path, t.rc_path, self.not_before),
+                follow_command(t.stderr_path, t.rc_path, self.not_before, sudo=t.user != "root"),
                 hide=False,
                 warn=True,
                 pty=False,

@@ -246,12 +246,15 @@ class ImageBuild:
         d = yaml.safe_load((REPO / "roles/lab/defaults/main.yml").read_text())
         self.marker = Path(d["lab_image_cache"]) / d["lab_release"] / "image.json"
         self.proc: subprocess.Popen | None = None
-        if self.marker.exists():
-            return
         args = {
             "release": d["lab_release"], "cache_dir": d["lab_image_cache"],
             "mirror": d["lab_debian_mirror"], "packages": d["lab_image_packages"],
+            "user": d["lab_login_user"],
         }  # fmt: skip
+        if self.marker.exists():
+            made = json.loads(self.marker.read_text())
+            if (made.get("packages"), made.get("user", "")) == (args["packages"], args["user"]):
+                return  # made as the defaults ask: lab_image keeps it
         env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115  (closed in wait())
         self.proc = subprocess.Popen(

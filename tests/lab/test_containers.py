@@ -1,8 +1,13 @@
 """The container lab: Debian 13 hosts booted with systemd (systemd-nspawn), each with its
-own root filesystem and packages, reached over SSH like real hosts. One lab for the
-module: a small two-client scenario end to end through `drivelab run`, provisioning
-again changes nothing, the hosts cannot see the controller's files, systemd runs
-drivelab's units on the DB host, and `lab down` leaves only the documented caches."""
+own root filesystem and packages, reached over SSH like real hosts, in a real lab's
+shape: logins as an unprivileged user with passwordless sudo (root login refused), the
+clients connecting to the DB host by name, and client2's clock 300 ms ahead of the
+controller's (libfaketime for every process there). One lab for the module: a small
+two-client scenario end to end through `drivelab run` (the offset measured within its
+bound, the launches together on the controller's clock, the report naming the clock),
+provisioning again changes nothing, `drivelab check` names client2's clock and nothing
+else, the hosts cannot see the controller's files, systemd runs drivelab's units on the
+DB host, and `lab down` leaves only the documented caches."""
 
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ from tests.lab.conftest import (
 pytestmark = pytest.mark.lab
 
 IMAGES = Path("/var/cache/drivelab/images")
+#: client2's clock, ahead of the controller's (and of the other hosts')
+AHEAD = 0.3
 SCENARIO = """\
 ---
 name: container-two-clients
@@ -63,7 +70,8 @@ def containers():
     container_image_built_ahead()
     drivelab("lab", "down")
     try:
-        drivelab("lab", "up", "--hosts", "container", "--release", "trixie", timeout=900)
+        drivelab("lab", "up", "--hosts", "container", "--release", "trixie",
+                 "--clock-offset", f"client2={AHEAD}", timeout=900)  # fmt: skip
         yield lab_inventory()
     finally:
         drivelab("lab", "down")
@@ -116,6 +124,58 @@ def test_two_client_scenario_runs_end_to_end(scenario_run):
     assert inside.split()[:2] == [device, "ext4"], inside
     with open("/proc/self/mountinfo", encoding="utf-8") as fh:
         assert "/srv/drivelab/ssd" not in fh.read()
+
+
+def test_the_clock_ahead_is_measured_and_the_start_lands_on_the_controllers(scenario_run):
+    proc, db = scenario_run
+    con = sqlite3.connect(db)
+    try:
+        facts = dict(con.execute(
+            "SELECT key, value_json FROM facts WHERE key IN"
+            " ('clock_offsets', 'launch_skew_s', 'commands')"
+        ).fetchall())  # fmt: skip
+    finally:
+        con.close()
+    offsets = json.loads(facts["clock_offsets"])
+    ahead = offsets["client2"]
+    assert abs(ahead["measured_s"] - AHEAD) <= ahead["bound_s"] + 0.005, offsets
+    assert ahead["offset_s"] == ahead["measured_s"]  # applied: it is beyond its bound
+    assert offsets["client1"]["offset_s"] == 0.0, offsets  # within its bound: not corrected
+    # launched together on the controller's clock (on its own, client2 launched 300 ms later)
+    assert json.loads(facts["launch_skew_s"]) <= 0.010, facts["launch_skew_s"]
+    out = " ".join(proc.stdout.split())
+    assert "clocks off the controller's, corrected: client2 +" in out, proc.stdout[-3000:]
+    # the clients connected to the DB host by its name, resolved on each of them
+    commands = json.loads(facts["commands"])
+    assert all("dbhost.lab.drivelab.test" in argv for argv in commands.values()), commands
+
+
+def test_hosts_are_reached_as_an_unprivileged_user_with_sudo_and_root_is_refused(containers):
+    hv = containers["all"]["vars"]
+    assert (hv["ansible_user"], hv["ansible_become"]) == ("drivelab", True)
+    plain = ansible(
+        "ansible", "all", "-i", "inventory/local", "-m", "ansible.builtin.command",
+        "-a", "id -un", "-e", "ansible_become=false", "-o",
+    )  # fmt: skip
+    assert plain.stdout.count("(stdout) drivelab") == 3, plain.stdout
+    key = hv["ansible_ssh_private_key_file"]
+    root = subprocess.run(
+        ["ssh", "-i", key, *hv["ansible_ssh_common_args"].split(), "-o", "BatchMode=yes",
+         "root@" + containers["all"]["children"]["db"]["hosts"]["dbhost"]["ansible_host"],
+         "true"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert root.returncode == 255 and "Permission denied" in root.stderr, root.stderr
+
+
+def test_check_names_the_clock_ahead_and_nothing_else(scenario_run):
+    proc = drivelab("check", "--json", check=False, timeout=300)
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert [(p["host"], p["check"]) for p in doc["problems"]] == [("client2", "clock")], doc
+    assert doc["problems"][0]["message"].startswith("clock +")
+    assert abs(doc["hosts"]["client2"]["clock"]["offset_s"] - AHEAD) < 0.01, doc["hosts"]
+    assert doc["hosts"]["dbhost"]["host"]["uid"] == 0  # sudo worked
 
 
 def containers_drives() -> list[dict]:

@@ -76,3 +76,10 @@ def test_nspawn_boots_systemd_in_the_hosts_namespace_with_its_drives():
         "--bind=/dev/loop4",
     ):
         assert flag in argv, flag
+    # a host whose clock runs off (libfaketime): systemd's own programs told to skip it
+    skewed = lc.argv_for(
+        {"name": "client2", "netns": "drivelab-client2", "binds": [],
+         "setenv": ["FAKETIME_SKIP_CMDS=systemd,systemd-journald"]},
+        "/var/lib/drivelab/containers/client2/root",
+    )  # fmt: skip
+    assert "--setenv=FAKETIME_SKIP_CMDS=systemd,systemd-journald" in skewed

@@ -254,7 +254,10 @@ def pg_paths():
     pg_lsclusters knows (running or not), and the working directory of every running
     postmaster (it is its data directory, wherever and however it was started)."""
     datadirs = []
-    rc, out, _ = _run(["pg_lsclusters", "--no-header"])
+    try:
+        rc, out, _ = _run(["pg_lsclusters", "--no-header"])
+    except FileNotFoundError:  # no postgresql-common, no Debian cluster (a running one is below)
+        rc, out = 1, ""
     if rc == 0:
         for line in out.splitlines():
             fields = line.split()

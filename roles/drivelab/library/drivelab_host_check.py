@@ -61,8 +61,15 @@ def clock_state():
     return {"synchronized": synced, "maxerror_s": tx.maxerror / 1e6, "how": "adjtimex"}
 
 
+def has_lists():
+    """Whether apt has package lists at all (a host whose apt never updated has none: it
+    cannot say what is installable until the roles' apt update)."""
+    return bool(glob.glob("/var/lib/apt/lists/*_Packages*"))
+
+
 def packages(names):
-    """{name: "installed" | "installable" | "not installable"} from dpkg and apt-cache."""
+    """{name: "installed" | "installable" | "not installable" | "unknown"} from dpkg and
+    apt-cache ("unknown": apt has no package lists yet)."""
     if not names:
         return {}
     out = {}
@@ -75,6 +82,8 @@ def packages(names):
         if status.strip() == "installed":
             out[name] = "installed"
     rest = [n for n in names if n not in out]
+    if rest and not has_lists():
+        return {**out, **dict.fromkeys(rest, "unknown")}
     if rest:
         policy = subprocess.run(
             ["apt-cache", "policy", *rest], capture_output=True, text=True, check=False
@@ -133,7 +142,8 @@ def main():
     major = p["pg_version"] or pg["provided"]
     # without a pinned version or postgresql-common, the major is not known before the
     # roles install postgresql-common: those packages are not asked about
-    names = [n.replace("{pg}", major) for n in p["packages"] if major or "{pg}" not in n]
+    names = [n.replace("{pg}", major) if major else n for n in p["packages"]
+             if major or "{pg}" not in n]  # fmt: skip
     module.exit_json(
         changed=False,
         uid=os.geteuid(),

@@ -36,6 +36,7 @@ options:
   cgroups: {description: cgroup v1 group folders to start it in, type: list, elements: str, default: []}
   writable_proc_sys: {description: "/proc/sys (and /sys) writable inside, as on a real host (the DB host drops caches)", type: bool, default: false}
   files: {description: "files of the layer: [{path, content | src, mode}]", type: list, elements: dict, default: []}
+  setenv: {description: "NAME=VALUE environment variables of its PID 1 (systemd passes them to its services)", type: list, elements: str, default: []}
   state: {description: present (booted, sshd answering) or absent, type: str, default: present}
   timeout: {description: seconds to wait for sshd after a start, type: int, default: 120}
 """
@@ -150,7 +151,11 @@ def argv_for(p, root):
         "--timezone=off",
         f"--directory={root}",
     ]
-    return argv + [f"--bind={dev}" for dev in p["binds"]]
+    return (
+        argv
+        + [f"--bind={dev}" for dev in p["binds"]]
+        + [f"--setenv={e}" for e in p.get("setenv", [])]
+    )
 
 
 def main():
@@ -162,6 +167,7 @@ def main():
             "image": {"type": "str", "required": True},
             "dir": {"type": "str", "required": True},
             "binds": {"type": "list", "elements": "str", "default": []},
+            "setenv": {"type": "list", "elements": "str", "default": []},
             "cgroups": {"type": "list", "elements": "str", "default": []},
             "files": {"type": "list", "elements": "dict", "default": []},
             "writable_proc_sys": {"type": "bool", "default": False},

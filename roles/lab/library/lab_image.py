@@ -25,6 +25,7 @@ options:
   cache_dir: {description: cache folder (its path must contain drivelab), type: str, required: true}
   mirror: {description: Debian archive, type: str, default: "http://deb.debian.org/debian"}
   packages: {description: packages beyond minbase, type: list, elements: str, required: true}
+  user: {description: "an unprivileged login made in the image, with passwordless sudo (empty: none)", type: str, default: ""}
 """
 
 MARKER = "image.json"
@@ -37,6 +38,24 @@ def unmount_under(path):
         points = [line.split()[4].replace("\\040", " ") for line in fh]
     for point in sorted((p for p in points if p.startswith(root)), key=len, reverse=True):
         run(["umount", "-l", point], check=False)
+
+
+def in_use(rootfs):
+    """Whether an overlay mount (a container host's layer) has the tree as its lower dir."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        return any(f"lowerdir={rootfs}" in line for line in fh)
+
+
+def add_user(rootfs, user):
+    """The login a real lab gives drivelab: an unprivileged user (its home made) allowed
+    every command through sudo without a password."""
+    run(["chroot", rootfs, "useradd", "--create-home", "--shell", "/bin/bash", user])
+    sudoers = os.path.join(rootfs, "etc/sudoers.d", "drivelab")
+    with open(sudoers, "w", encoding="ascii") as fh:
+        fh.write(
+            f"# drivelab's lab: the login of a real lab, passwordless sudo\n{user} ALL=(ALL:ALL) NOPASSWD: ALL\n"
+        )
+    os.chmod(sudoers, 0o440)
 
 
 def configure(rootfs):
@@ -70,6 +89,7 @@ def main():
             "cache_dir": {"type": "str", "required": True},
             "mirror": {"type": "str", "default": "http://deb.debian.org/debian"},
             "packages": {"type": "list", "elements": "str", "required": True},
+            "user": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
@@ -83,7 +103,15 @@ def main():
     if os.path.exists(marker):
         with open(marker, encoding="utf-8") as fh:
             info = json.load(fh)
-        module.exit_json(changed=False, rootfs=rootfs, **info)
+        # an image made with other packages or another login is made again, unless a
+        # running container lab stands on it
+        if info.get("packages") == p["packages"] and info.get("user", "") == p["user"]:
+            module.exit_json(changed=False, rootfs=rootfs, **info)
+        if in_use(rootfs):
+            module.fail_json(
+                msg=f"image {p['release']}: made with other packages or login, and a running"
+                " container lab uses it: run 'drivelab lab down' first"
+            )
     if module.check_mode:
         module.exit_json(changed=True, rootfs=rootfs)
     if not shutil.which("debootstrap"):
@@ -110,12 +138,15 @@ def main():
             ]
         )
         configure(os.path.join(build, "rootfs"))
+        if p["user"]:
+            add_user(os.path.join(build, "rootfs"), p["user"])
         with open(os.path.join(build, "rootfs/etc/os-release"), encoding="utf-8") as fh:
             os_release = dict(line.rstrip("\n").split("=", 1) for line in fh if "=" in line)
         info = {
             "release": p["release"],
             "version": os_release.get("VERSION_ID", "").strip('"'),
             "packages": p["packages"],
+            "user": p["user"],
             "mirror": p["mirror"],
             "build_seconds": round(time.monotonic() - started, 1),
         }
