@@ -14,6 +14,7 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.drivelab_gate import Refusal, check, own_marks, own_records, pg_paths
+from ansible.module_utils.drivelab_gate import _read as read
 
 DOCUMENTATION = r"""
 module: drive_list
@@ -29,14 +30,6 @@ options:
 BY_ID = ("nvme-eui.", "nvme-", "ata-", "scsi-", "virtio-", "usb-", "wwn-")
 #: devices that are never drives
 SKIP = ("ram", "zram", "sr", "fd")
-
-
-def read(path):
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
 
 
 def stable_paths(kname):
