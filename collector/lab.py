@@ -164,8 +164,9 @@ def status(path: Path = INVENTORY) -> LabStatus:
                             size_bytes=int(d["size_bytes"]),
                             iops_cap=int(d.get("iops_cap") or 0),
                             backing_file=d.get("backing_file", ""),
+                            # a container host's device is a link of its own /dev
                             attached=_attached(d.get("backing_file", ""))
-                            and os.path.exists(d["device"]),
+                            and (kind == "container" or os.path.exists(d["device"])),
                         )
                     )
     return LabStatus(

@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.lab.conftest import (
     ansible,
@@ -34,6 +35,10 @@ from tests.lab.conftest import (
 pytestmark = pytest.mark.lab
 
 IMAGES = Path("/var/cache/drivelab/images")
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "inventory" / "example"
+#: the benchmark network's /24 (the lab's default lab_bench_subnet)
+BENCH = "10.214.0"
 #: client2's clock, ahead of the controller's (and of the other hosts')
 AHEAD = 0.3
 SCENARIO = """\
@@ -119,9 +124,13 @@ def test_two_client_scenario_runs_end_to_end(scenario_run):
     assert json.loads(version[0]).startswith("17."), version
     assert json.loads(lab_fact[0]) == {"hosts": "container", "cgroup": "v1"}, lab_fact
     # formatted inside the DB host: its own mount table has the drive, the controller's not
+    # the drive named by its stable path, a link of the DB host's own /dev/disk/by-id
     device = next(d["device"] for d in containers_drives() if d["name"] == "ssd")
-    inside = on_hosts("dbhost", "findmnt -n -o SOURCE,FSTYPE /srv/drivelab/ssd")["dbhost"]
-    assert inside.split()[:2] == [device, "ext4"], inside
+    assert device == "/dev/disk/by-id/drivelab-lab-ssd", device
+    inside = on_hosts(
+        "dbhost", f"readlink -f {device}; findmnt -n -o SOURCE,FSTYPE /srv/drivelab/ssd"
+    )["dbhost"].split()
+    assert inside[0].startswith("/dev/loop") and inside[1:3] == [inside[0], "ext4"], inside
     with open("/proc/self/mountinfo", encoding="utf-8") as fh:
         assert "/srv/drivelab/ssd" not in fh.read()
 
@@ -145,9 +154,13 @@ def test_the_clock_ahead_is_measured_and_the_start_lands_on_the_controllers(scen
     assert json.loads(facts["launch_skew_s"]) <= 0.010, facts["launch_skew_s"]
     out = " ".join(proc.stdout.split())
     assert "clocks off the controller's, corrected: client2 +" in out, proc.stdout[-3000:]
-    # the clients connected to the DB host by its name, resolved on each of them
+    # the clients connected to the DB host by its name on the benchmark network, resolved
+    # on each of them, and pg_hba lets in each from its address there, nothing else
     commands = json.loads(facts["commands"])
-    assert all("dbhost.lab.drivelab.test" in argv for argv in commands.values()), commands
+    assert all("dbhost.bench.lab.drivelab.test" in argv for argv in commands.values()), commands
+    hba = on_hosts("dbhost", "grep '^host' /etc/postgresql/17/drivelab_ssd/pg_hba.conf")["dbhost"]
+    allowed = sorted({line.split()[3] for line in hba.splitlines() if "scram" in line})
+    assert allowed == [f"{BENCH}.11/32", f"{BENCH}.12/32"], hba
 
 
 def test_hosts_are_reached_as_an_unprivileged_user_with_sudo_and_root_is_refused(containers):
@@ -168,14 +181,79 @@ def test_hosts_are_reached_as_an_unprivileged_user_with_sudo_and_root_is_refused
     assert root.returncode == 255 and "Permission denied" in root.stderr, root.stderr
 
 
-def test_check_names_the_clock_ahead_and_nothing_else(scenario_run):
+def example_as_the_lab(folder: Path, *, split: bool) -> Path:
+    """inventory/example with only its names and drives replaced by the lab's (and the
+    lab's SSH key and known_hosts, which an operator's own SSH set-up gives): one
+    hosts.yml beside group_vars/, or, split, hosts.ini with group_vars/ and host_vars/."""
+    lab = lab_inventory()["all"]
+    example = yaml.safe_load((EXAMPLE / "hosts.yml").read_text(encoding="utf-8"))
+    common = yaml.safe_load((EXAMPLE / "group_vars" / "all.yml").read_text(encoding="utf-8"))
+    common["ansible_ssh_common_args"] += " " + lab["vars"]["ansible_ssh_common_args"]
+    common["ansible_ssh_private_key_file"] = lab["vars"]["ansible_ssh_private_key_file"]
+    lab_db = lab["children"]["db"]["hosts"]["dbhost"]
+    pgbox = example["all"]["children"]["db"]["hosts"]["pgbox"]
+    pgbox["ansible_host"] = lab_db["ansible_host"]
+    pgbox["drivelab_db_address"] = lab_db["drivelab_db_address"]
+    pgbox["db_memory_bytes"] = lab_db["db_memory_bytes"]
+    by_class = {d["name"]: d for d in lab_db["candidate_drives"]}
+    for d in pgbox["candidate_drives"]:
+        mine = by_class[d["class"]]
+        d.pop("serial")  # a loop device has none
+        d.update(device=mine["device"], size_bytes=mine["size_bytes"], allow_loop=True)
+    for name, hv in example["all"]["children"]["clients"]["hosts"].items():
+        hv["ansible_host"] = lab["children"]["clients"]["hosts"][name]["ansible_host"]
+    (folder / "group_vars").mkdir(parents=True)
+    (folder / "group_vars" / "all.yml").write_text(yaml.safe_dump(common), encoding="utf-8")
+    if not split:
+        (folder / "hosts.yml").write_text(yaml.safe_dump(example), encoding="utf-8")
+        return folder
+    gv = yaml.safe_load((folder / "group_vars" / "all.yml").read_text(encoding="utf-8"))
+    gv.update(example["all"]["vars"])
+    (folder / "group_vars" / "all.yml").write_text(yaml.safe_dump(gv), encoding="utf-8")
+    (folder / "host_vars").mkdir()
+    lines = []
+    for group in ("db", "clients"):
+        lines.append(f"[{group}]")
+        for name, hv in example["all"]["children"][group]["hosts"].items():
+            lines.append(name)
+            (folder / "host_vars" / f"{name}.yml").write_text(yaml.safe_dump(hv), "utf-8")
+        lines.append("")
+    (folder / "hosts.ini").write_text("\n".join(lines), encoding="utf-8")
+    return folder
+
+
+def test_check_names_the_clock_ahead_and_nothing_else_and_so_does_the_example(
+    scenario_run, tmp_path
+):
+    """The lab's own inventory, and inventory/example (YAML, and split as INI +
+    group_vars + host_vars) with the lab's names and drives: all hosts reached as the
+    sudo login, the candidate drives through the gate, and one problem: client2's clock,
+    which the lab runs ahead on purpose."""
     proc = drivelab("check", "--json", check=False, timeout=300)
     doc = json.loads(proc.stdout)
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert [(p["host"], p["check"]) for p in doc["problems"]] == [("client2", "clock")], doc
     assert doc["problems"][0]["message"].startswith("clock +")
     assert abs(doc["hosts"]["client2"]["clock"]["offset_s"] - AHEAD) < 0.01, doc["hosts"]
-    assert doc["hosts"]["dbhost"]["host"]["uid"] == 0  # sudo worked
+    db = doc["hosts"]["dbhost"]
+    assert db["host"]["uid"] == 0  # sudo worked
+    assert {g["name"] for g in db["gate"]["drives"]} == {d["name"] for d in containers_drives()}
+    # what the unit tests read (tests/data/check/lab-good.json): the answers' shape
+    good = json.loads((REPO / "tests" / "data" / "check" / "lab-good.json").read_text())
+    assert set(db) - {"clock"} == set(good["dbhost"]), sorted(db)
+    for name, h in doc["hosts"].items():
+        assert h["host"]["packages"], name
+        if name != "client2":  # one clock: within the exchange's bound of the controller's
+            assert abs(h["clock"]["offset_s"]) <= h["clock"]["bound_s"] + 0.002, (name, h)
+    for split in (False, True):
+        folder = example_as_the_lab(tmp_path / f"split-{split}", split=split)
+        proc = drivelab("check", "-i", str(folder), "--json", check=False, timeout=300)
+        doc = json.loads(proc.stdout)
+        assert [(p["host"], p["check"]) for p in doc["problems"]] == [("client2", "clock")], (
+            split, doc["problems"])  # fmt: skip
+        assert sorted(doc["hosts"]) == ["client1", "client2", "pgbox"]
+        gate = doc["hosts"]["pgbox"]["gate"]["drives"]
+        assert sorted(g["name"] for g in gate) == ["hdd7200", "ssd100"], gate
 
 
 def containers_drives() -> list[dict]:

@@ -13,7 +13,8 @@ module: lab_bridge
 short_description: The drivelab lab's bridge (created only if nothing else holds its name or subnet)
 options:
   name: {description: bridge name, type: str, required: true}
-  address: {description: the controller's address on it, CIDR, type: str, required: true}
+  address: {description: "the controller's address on it, CIDR (with controller false: its subnet's network, checked only)", type: str, required: true}
+  controller: {description: "false: the controller has no address on it (the benchmark network: hosts only)", type: bool, default: true}
   marker: {description: link alias that marks the link as the lab's, type: str, required: true}
 """
 
@@ -54,12 +55,14 @@ def main():
         argument_spec={
             "name": {"type": "str", "required": True},
             "address": {"type": "str", "required": True},
+            "controller": {"type": "bool", "default": True},
             "marker": {"type": "str", "required": True},
         },
         supports_check_mode=True,
     )
     name, marker = module.params["name"], module.params["marker"]
     iface = ipaddress.ip_interface(module.params["address"])
+    wanted = [str(iface)] if module.params["controller"] else []
     try:
         problems = conflicts(name, marker, iface.network)
         if problems:
@@ -77,11 +80,11 @@ def main():
             for a in link.get("addr_info", [])
             if a.get("family") == "inet"
         ]
-        for stale in (a for a in addrs if a != str(iface)):
+        for stale in (a for a in addrs if a not in wanted):
             changed = True
             if not module.check_mode:
                 run(["ip", "addr", "del", stale, "dev", name])
-        if str(iface) not in addrs:
+        if wanted and wanted[0] not in addrs:
             changed = True
             if not module.check_mode:
                 run(["ip", "addr", "add", str(iface), "dev", name])
@@ -92,7 +95,7 @@ def main():
                 run(["ip", "link", "set", name, "up"])
     except LabError as err:
         module.fail_json(msg=f"bridge {name}: {err}")
-    module.exit_json(changed=changed, name=name, address=str(iface))
+    module.exit_json(changed=changed, name=name, address=wanted[0] if wanted else None)
 
 
 if __name__ == "__main__":

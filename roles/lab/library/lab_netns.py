@@ -1,5 +1,6 @@
 #!/usr/bin/python
-"""One lab host: a network namespace with a veth into the lab bridge and one address."""
+"""One lab host: a network namespace with a veth into the lab bridge and one address, and
+optionally a second veth into the benchmark network's bridge (eth1) with its address."""
 
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ options:
   bridge: {description: lab bridge to attach the host end to, type: str}
   veth: {description: host-side veth name (<= 15 chars), type: str}
   address: {description: the host's address, CIDR, type: str}
+  bench: {description: "a second network (the benchmark network): {bridge, veth, address}, eth1 in the namespace", type: dict}
   state: {description: present or absent, type: str, default: present, choices: [present, absent]}
 """
 
 
-def ensure_present(module, name, bridge, veth, address):
+def ensure_present(module, name, bridge, veth, address, bench=None):
     changed = False
     check = module.check_mode
     if name not in netns_list():
@@ -38,20 +40,31 @@ def ensure_present(module, name, bridge, veth, address):
         changed = True
         if not check:
             run(["ip", "-n", name, "link", "set", "lo", "up"])
+    changed |= ensure_link(module, name, bridge, veth, "eth0", address)
+    if bench is not None:
+        changed |= ensure_link(module, name, bench["bridge"], bench["veth"], "eth1", bench["address"])
+    return changed
+
+
+def ensure_link(module, name, bridge, veth, inner_name, address):
+    """A veth pair from bridge into the namespace (named inner_name there), one address."""
+    changed = False
+    check = module.check_mode
+    alias = f"drivelab lab {name}" + ("" if inner_name == "eth0" else f" {inner_name}")
     host_end = ip_json("link", "show", "dev", veth)
-    inner = ip_json("link", "show", "dev", "eth0", netns=name)
+    inner = ip_json("link", "show", "dev", inner_name, netns=name)
     if not host_end or not inner:
         changed = True
         if check:
             return changed
         if inner:
-            run(["ip", "-n", name, "link", "del", "eth0"])
+            run(["ip", "-n", name, "link", "del", inner_name])
         if host_end:
             run(["ip", "link", "del", veth])
-        run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", name])
-        run(["ip", "link", "set", veth, "alias", f"drivelab lab {name}"])
+        run(["ip", "link", "add", veth, "type", "veth", "peer", "name", inner_name, "netns", name])
+        run(["ip", "link", "set", veth, "alias", alias])
         host_end = ip_json("link", "show", "dev", veth)
-        inner = ip_json("link", "show", "dev", "eth0", netns=name)
+        inner = ip_json("link", "show", "dev", inner_name, netns=name)
     if host_end[0].get("master") != bridge:
         changed = True
         if not check:
@@ -62,22 +75,22 @@ def ensure_present(module, name, bridge, veth, address):
             run(["ip", "link", "set", veth, "up"])
     addrs = [
         f"{a['local']}/{a['prefixlen']}"
-        for link in ip_json("addr", "show", "dev", "eth0", netns=name)
+        for link in ip_json("addr", "show", "dev", inner_name, netns=name)
         for a in link.get("addr_info", [])
         if a.get("family") == "inet"
     ]
     for stale in (a for a in addrs if a != address):
         changed = True
         if not check:
-            run(["ip", "-n", name, "addr", "del", stale, "dev", "eth0"])
+            run(["ip", "-n", name, "addr", "del", stale, "dev", inner_name])
     if address not in addrs:
         changed = True
         if not check:
-            run(["ip", "-n", name, "addr", "add", address, "dev", "eth0"])
+            run(["ip", "-n", name, "addr", "add", address, "dev", inner_name])
     if "UP" not in inner[0].get("flags", []):
         changed = True
         if not check:
-            run(["ip", "-n", name, "link", "set", "eth0", "up"])
+            run(["ip", "-n", name, "link", "set", inner_name, "up"])
     return changed
 
 
@@ -102,6 +115,14 @@ def main():
             "bridge": {"type": "str"},
             "veth": {"type": "str"},
             "address": {"type": "str"},
+            "bench": {
+                "type": "dict",
+                "options": {
+                    "bridge": {"type": "str", "required": True},
+                    "veth": {"type": "str", "required": True},
+                    "address": {"type": "str", "required": True},
+                },
+            },
             "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
         },
         required_if=[("state", "present", ("bridge", "veth", "address"))],
@@ -112,7 +133,9 @@ def main():
         module.fail_json(msg=f"namespace {p['name']}: not a lab name (must start with drivelab-)")
     try:
         if p["state"] == "present":
-            changed = ensure_present(module, p["name"], p["bridge"], p["veth"], p["address"])
+            changed = ensure_present(
+                module, p["name"], p["bridge"], p["veth"], p["address"], p["bench"]
+            )
         else:
             changed, _ = ensure_absent(module, p["name"])
     except LabError as err:
