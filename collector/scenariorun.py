@@ -38,8 +38,8 @@ from typing import Any
 
 from rich.console import Console
 
+from collector import hostcheck, physics, pretest, ratesearch, runner
 from collector import lease as lab_lease
-from collector import physics, pretest, ratesearch, runner
 from collector.cell import OWN_CLUSTER, Cell
 from collector.errors import DrivelabError
 from collector.gather import GatheredRun, gather_run, record
@@ -75,6 +75,9 @@ class RunOptions:
     reprovision: bool = False
     #: wait for the lab's lease instead of refusing while another holds it
     wait: bool = False
+    #: the preflight runs ``drivelab check`` on the scenario's hosts and drives
+    #: (collector.hostcheck; the command line's default, ``--no-check`` turns it off)
+    check: bool = False
 
 
 @dataclass
@@ -205,6 +208,7 @@ class ScenarioRun:
         opts = self.opts
         self.check_stored_settings()
         preflight(opts.inventory, self.console, self.inventory)
+        self.check_hosts()
         self.lease = lab_lease.Lease(
             lab_lease.transport_for(opts.inventory, self.inventory, self.db_host),
             lab_lease.settings(self.inventory, self.db_host), self.db_host,
@@ -212,6 +216,32 @@ class ScenarioRun:
         )  # fmt: skip
         with self.lease.holding(wait=opts.wait, expected_seconds=self.progress.estimate):
             return self._run_leased()
+
+    def check_hosts(self) -> None:
+        """The scenario's datasets against its drives' declared sizes and the DB host's
+        memory (always: read from the inventory), then, with ``check``, ``drivelab
+        check`` (collector.hostcheck) on every host: a problem of the scenario's hosts or
+        drives stops the run before anything is touched, one line naming the first; a
+        clock off the controller's is named and the run goes on (the start measures it
+        again and corrects each client by it)."""
+        found, notes = hostcheck.dataset_problems(self.cells, self.inventory)
+        for note in notes[:3]:
+            self._say(f"preflight: {note}")
+        if len(notes) > 3:
+            self._say(f"preflight: and {len(notes) - 3} more cells whose datasets fit in memory")
+        hosts = {self.db_host, *(h for p in self.cells for h in p.cell.hosts)}
+        if self.opts.check:
+            doc = hostcheck.check_inventory(self.opts.inventory, self.inventory)
+            found += [hostcheck.Problem(**p) for p in doc["problems"]]
+            self.console.print(f"preflight: drivelab check in {doc['seconds']:.1f} s")
+        drives = {d for p in self.cells for item in p.drive_request for d in item["drives"]}
+        found = hostcheck.for_scenario(found, hosts, drives)
+        for p in (p for p in found if p.check == "clock"):
+            self._say(f"preflight: {p.line()} (the start corrects each client by its offset)")
+        stop = [p for p in found if p.check != "clock"]
+        if stop:
+            more = f" (and {len(stop) - 1} more: drivelab check lists them)" * (len(stop) > 1)
+            raise DrivelabError(f"preflight: {stop[0].line()}{more}: nothing was touched")
 
     def _say(self, line: str) -> None:
         # one line whatever its length (rich wraps at 80 columns when not on a terminal)

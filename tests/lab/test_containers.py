@@ -154,6 +154,9 @@ def test_the_clock_ahead_is_measured_and_the_start_lands_on_the_controllers(scen
     assert json.loads(facts["launch_skew_s"]) <= 0.010, facts["launch_skew_s"]
     out = " ".join(proc.stdout.split())
     assert "clocks off the controller's, corrected: client2 +" in out, proc.stdout[-3000:]
+    # and named before anything was touched: the run's preflight ran drivelab check
+    assert "preflight: drivelab check in " in out, proc.stdout[:3000]
+    assert "preflight: client2: clock +" in out and "start corrects each client" in out, out
     # the clients connected to the DB host by its name on the benchmark network, resolved
     # on each of them, and pg_hba lets in each from its address there, nothing else
     commands = json.loads(facts["commands"])

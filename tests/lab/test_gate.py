@@ -518,7 +518,7 @@ def test_drivelab_run_gives_the_hosts_refusal_and_touches_nothing(
     )
     before = full_snapshot(sacrifice)
     proc = subprocess.run(
-        [str(BIN / "drivelab"), "run", str(scen)], cwd=REPO, capture_output=True, text=True,
+        [str(BIN / "drivelab"), "run", "--no-check", str(scen)], cwd=REPO, capture_output=True, text=True,
         timeout=120, check=False, env=dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results")),
     )  # fmt: skip
     assert proc.returncode != 0
@@ -558,7 +558,7 @@ def test_drivelab_run_refuses_a_loop_device_backed_in_pgdata(sacrifice, tmp_path
             before = full_snapshot(sacrifice)
             content = hashlib.sha256(Path(backing).read_bytes()).hexdigest()
             proc = subprocess.run(
-                [str(BIN / "drivelab"), "run", str(scen), "--inventory", str(tmp_path / "inv"),
+                [str(BIN / "drivelab"), "run", "--no-check", str(scen), "--inventory", str(tmp_path / "inv"),
                  "--no-telemetry"],
                 cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
                 env=dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results")),

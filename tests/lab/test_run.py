@@ -75,7 +75,7 @@ def stored(db) -> list[tuple[str, int, str]]:
 
 def drivelab_run(path, env, **kw):
     return subprocess.Popen(
-        [str(BIN / "drivelab"), "run", str(path), "--no-telemetry"], cwd=REPO, env=env, start_new_session=True,
+        [str(BIN / "drivelab"), "run", "--no-check", str(path), "--no-telemetry"], cwd=REPO, env=env, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw,
     )  # fmt: skip
 
@@ -618,7 +618,7 @@ def test_two_runs_share_the_lab_by_its_lease_into_one_postgresql_store_and_a_rer
     def start(name: str, *more: str) -> subprocess.Popen:
         scenario, inventory = runs[name]
         return subprocess.Popen(
-            [str(BIN / "drivelab"), "run", str(scenario), "--inventory", str(inventory),
+            [str(BIN / "drivelab"), "run", "--no-check", str(scenario), "--inventory", str(inventory),
              "--no-telemetry", *more],
             cwd=REPO, env=dict(env, DRIVELAB_RESULTS=str(tmp_path / name)), start_new_session=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -708,7 +708,7 @@ def test_two_runs_share_the_lab_by_its_lease_into_one_postgresql_store_and_a_rer
 
     scenario, inventory = runs["team-a"]
     again = subprocess.run(
-        [str(BIN / "drivelab"), "run", str(scenario), "--inventory", str(inventory), "--no-telemetry"],
+        [str(BIN / "drivelab"), "run", "--no-check", str(scenario), "--inventory", str(inventory), "--no-telemetry"],
         cwd=REPO, env=dict(env, DRIVELAB_RESULTS=str(tmp_path / "team-a")), capture_output=True,
         text=True, timeout=600, check=False,
     )  # fmt: skip

@@ -108,7 +108,7 @@ def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
     results = tmp_path / "results"
     env = dict(os.environ, DRIVELAB_RESULTS=str(results), COLUMNS="200")
     proc = subprocess.Popen(
-        [str(BIN / "drivelab"), "run", str(path)], cwd=REPO, env=env, start_new_session=True,
+        [str(BIN / "drivelab"), "run", "--no-check", str(path)], cwd=REPO, env=env, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     seen_tps: set[str] = set()
@@ -208,7 +208,7 @@ def test_a_telemetry_set_up_that_fails_stops_the_run_before_any_database(lab256,
     results = tmp_path / "results"
     env = dict(os.environ, DRIVELAB_RESULTS=str(results), COLUMNS="200")
     proc = subprocess.Popen(
-        [str(BIN / "drivelab"), "run", str(path), "--inventory", str(inventory)], cwd=REPO,
+        [str(BIN / "drivelab"), "run", "--no-check", str(path), "--inventory", str(inventory)], cwd=REPO,
         env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True,
     )  # fmt: skip

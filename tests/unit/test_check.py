@@ -10,8 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from collector import checkcmd
+import collector.scenario as sc
+from collector import checkcmd, hostcheck
 from collector.scenario.inventory import inventory_by_count
+from collector.scenario.loader import parse
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "check"
 
@@ -111,6 +113,9 @@ def test_what_check_prints_for_problems() -> None:
     doc["problems"] = [{"host": "client2", "check": "ssh", "message": "not reached"}]
     assert checkcmd.check_text(doc)[0] == "client2: not reached"
     assert checkcmd.check_text(doc)[-1].startswith("check: 3 hosts, 1 problem (")
+    # --scenario: its notes after the problems
+    doc["notes"] = ["drive ssd: the largest datasets ... measure RAM, not the drive"]
+    assert checkcmd.check_text(doc)[1] == "note: " + doc["notes"][0]
 
 
 def test_what_drives_prints_for_the_lab() -> None:
@@ -125,3 +130,87 @@ def test_what_drives_prints_for_the_lab() -> None:
     assert refused and all("[" not in t.split(":")[0] for t in refused)  # none the lab's own
     # the lab lists every device the gate would format: nothing left to paste
     assert yaml.safe_load(checkcmd.drives_yaml(doc)) == {"candidate_drives": []}
+
+
+def lab_like(drives: dict[str, int], memory: int) -> dict:
+    """Two clients and a DB host with these candidate drives (name: declared bytes)."""
+    inv = inventory_by_count(2)
+    db = inv["all"]["children"]["db"]["hosts"]["dbhost"]
+    db["db_memory_bytes"] = memory
+    db["candidate_drives"] = [
+        {"name": n, "device": f"/dev/disk/by-id/x-{n}", "size_bytes": b} for n, b in drives.items()
+    ]
+    return inv
+
+
+def planned(inv: dict, scales: str, drives: str = "[small, big]") -> list:
+    return sc.expand(fit_scenario(scales, drives), inv)
+
+
+def fit_scenario(scales: str, drives: str = "[small, big]") -> sc.Scenario:
+    doc = yaml.safe_load(f"""
+        name: fit
+        drives: {drives}
+        workload: {{scale: {scales}, duration: 5}}
+        hosts: [2]
+    """)  # fmt: skip
+    return parse(doc, "fit.yml")
+
+
+def test_a_dataset_too_big_for_its_drive_is_a_problem_and_one_that_fits_memory_a_note() -> None:
+    """pgbench's size per scale unit (pg_database_size: 7.6e6 + 15.68e6 x scale bytes per
+    database): scale 100 on two client hosts is 3.15 GB of datasets, which 4 GB cannot
+    hold with 1.5 times the room, 40 GB can, and which does not fit twice in 1 GiB of
+    memory; scale 1 does, on each drive."""
+    assert hostcheck.dataset_bytes(100, 2) == 2 * (7_634_279 + 100 * 15_680_216)
+    inv = lab_like({"small": 4 * 10**9, "big": 40 * 10**9}, memory=1 << 30)
+    found, notes = hostcheck.dataset_problems(planned(inv, "[1, 100]"), inv)
+    assert [(p.host, p.check) for p in found] == [("dbhost", "space")], found
+    (line,) = lines(found)
+    assert line.startswith("dbhost: drive small: small-") and "s100-h2" in line, line
+    assert "the drive is 3.7 GiB" in line and "smaller scale" in line, line
+    assert notes == []
+    _, notes = hostcheck.dataset_problems(planned(inv, "[1]"), inv)
+    assert [n.split(":")[0] for n in notes] == ["drive small", "drive big"], notes
+    assert "fit in twice the DB host's memory (1.0 GiB)" in notes[0], notes
+    # no declared size, no memory: nothing said
+    bare = inventory_by_count(2)
+    assert hostcheck.dataset_problems(planned(bare, "[100]", "[nvme]"), bare) == ([], [])
+
+
+def test_a_scenario_stops_only_on_its_own_hosts_and_drives() -> None:
+    found = [
+        hostcheck.Problem("dbhost", "drive", "drive ghost (/dev/x): does not exist"),
+        hostcheck.Problem("dbhost", "drive", "drive small (/dev/y): has partitions"),
+        hostcheck.Problem("client3", "ssh", "not reached over SSH as drivelab: timed out"),
+        hostcheck.Problem("client1", "clock", "clock +300.0 ms off the controller's"),
+    ]
+    mine = hostcheck.for_scenario(found, {"dbhost", "client1", "client2"}, {"small", "big"})
+    assert [(p.host, p.message.split(" (")[0]) for p in mine] == [
+        ("dbhost", "drive small"), ("client1", "clock +300.0 ms off the controller's")
+    ]  # fmt: skip
+
+
+def test_a_run_whose_datasets_do_not_fit_its_drive_stops_in_preflight(tmp_path) -> None:
+    """``drivelab run``'s preflight holds the datasets against the drives before the
+    lease or any playbook: one line naming the DB host, the drive and what to do."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from collector import scenariorun  # noqa: PLC0415
+    from collector.errors import DrivelabError  # noqa: PLC0415
+
+    inv = lab_like({"small": 4 * 10**9, "big": 40 * 10**9}, memory=1 << 30)
+    cells = planned(inv, "[100]")
+    opts = scenariorun.RunOptions(inventory=tmp_path / "hosts.yml", db=tmp_path / "d.db")
+    run = scenariorun.ScenarioRun(fit_scenario("[100]"), cells, inv, opts, Console())
+    try:
+        run.check_hosts()
+    except DrivelabError as err:
+        said = str(err)
+    else:
+        raise AssertionError("a dataset bigger than its drive did not stop the run")
+    assert said.startswith("preflight: dbhost: drive small: small-"), said
+    assert said.endswith(": nothing was touched"), said
+    # on the big drive alone it goes on
+    run.cells = [c for c in cells if c.cell.drive == "big"]
+    run.check_hosts()
