@@ -102,13 +102,15 @@ def test_telemetry_set_up_again_only_when_something_does_not_answer(lab256):
 
 
 def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
+    """Also the namespace lab as built passing `drivelab check` (this run's preflight runs
+    it: a problem would stop the run), as the README's demo runs on it."""
     nvme = loop_device("nvme")
     path = tmp_path / "telemetry-test.yml"
     path.write_text(textwrap.dedent(SCENARIO))
     results = tmp_path / "results"
     env = dict(os.environ, DRIVELAB_RESULTS=str(results), COLUMNS="200")
     proc = subprocess.Popen(
-        [str(BIN / "drivelab"), "run", "--no-check", str(path)], cwd=REPO, env=env, start_new_session=True,
+        [str(BIN / "drivelab"), "run", str(path)], cwd=REPO, env=env, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     seen_tps: set[str] = set()
@@ -133,6 +135,7 @@ def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
     assert seen_tps == {"client1", "client2"}, "Prometheus never had both clients' live tps"
     assert seen_disk, f"Prometheus never had node_disk_* of {nvme}"
     assert proc.returncode == 0, out[-4000:]
+    assert "preflight: drivelab check in " in out, out[:3000]
 
     with Store.open(results / "drivelab.db", create=False) as store:
         sid = store.scenario("telemetry-test").id
