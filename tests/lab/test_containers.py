@@ -4,9 +4,11 @@ shape: logins as an unprivileged user with passwordless sudo (root login refused
 clients connecting to the DB host by name, and client2's clock 300 ms ahead of the
 controller's (libfaketime for every process there). One lab for the module: a small
 two-client scenario end to end through `drivelab run` (the offset measured within its
-bound, the launches together on the controller's clock, the report naming the clock),
-provisioning again changes nothing, `drivelab check` names client2's clock and nothing
-else, the hosts cannot see the controller's files, systemd runs drivelab's units on the
+bound, the launches together on the controller's clock, the report naming the clock;
+pgbench over the benchmark network; the drive by its by-id link; check in the run's
+preflight), provisioning again changes nothing, `drivelab check` names client2's clock
+and nothing else (the lab's inventory, and inventory/example with the lab's names and
+drives in both its forms), a broken copy is one line per problem, the hosts cannot see the controller's files, systemd runs drivelab's units on the
 DB host, and `lab down` leaves only the documented caches."""
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from tests.lab.conftest import (
 pytestmark = pytest.mark.lab
 
 IMAGES = Path("/var/cache/drivelab/images")
+CONTAINERS = Path("/var/lib/drivelab/containers")
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "inventory" / "example"
 #: the benchmark network's /24 (the lab's default lab_bench_subnet)
@@ -257,6 +260,41 @@ def test_check_names_the_clock_ahead_and_nothing_else_and_so_does_the_example(
         assert sorted(doc["hosts"]) == ["client1", "client2", "pgbox"]
         gate = doc["hosts"]["pgbox"]["gate"]["drives"]
         assert sorted(g["name"] for g in gate) == ["hdd7200", "ssd100"], gate
+
+
+def test_check_on_a_broken_copy_is_one_line_each_and_touches_nothing(scenario_run, tmp_path):
+    """The example as the lab, broken: client1's login without sudo (its sudoers entry
+    moved aside, put back after), a drive whose device does not exist, one declared with
+    a serial it does not have, and client2's clock ahead: one line each, exit 1, and no
+    drive's signature changes."""
+    folder = example_as_the_lab(tmp_path / "broken", split=False)
+    doc = yaml.safe_load((folder / "hosts.yml").read_text(encoding="utf-8"))
+    drives = doc["all"]["children"]["db"]["hosts"]["pgbox"]["candidate_drives"]
+    drives.append(dict(drives[0], name="ghost", device="/dev/disk/by-id/drivelab-missing"))
+    drives[1]["serial"] = "NOSUCHSERIAL"
+    (folder / "hosts.yml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    signatures = "blkid -p -o export /dev/disk/by-id/drivelab-lab-* | sort"
+    before = on_hosts("dbhost", signatures)["dbhost"]
+    # moved aside in client1's own tree (the lab's overlay, seen from here): no SSH needed
+    # to put it back
+    sudoers = CONTAINERS / "client1" / "root" / "etc" / "sudoers.d" / "drivelab"
+    aside = sudoers.with_name("drivelab.aside")
+    sudoers.rename(aside)
+    try:
+        proc = drivelab("check", "-i", str(folder), check=False, timeout=300)
+    finally:
+        aside.rename(sudoers)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1].startswith("check: 3 hosts, 4 problems"), lines
+    problems = sorted(lines[:-1])
+    assert problems[0].startswith("client1: sudo as drivelab failed: "), problems
+    assert "give drivelab passwordless sudo" in problems[0], problems
+    assert problems[1].startswith("client2: clock +"), problems
+    assert problems[2].startswith("pgbox: drive ghost (/dev/disk/by-id/drivelab-missing): does"), (
+        problems)  # fmt: skip
+    assert problems[3].startswith("pgbox: drive ssd100 (") and "NOSUCHSERIAL" in problems[3]
+    assert on_hosts("dbhost", signatures)["dbhost"] == before
 
 
 def containers_drives() -> list[dict]:
