@@ -27,7 +27,7 @@ options:
 """
 
 
-def ensure_present(module, name, bridge, veth, address, bench=None):
+def ensure_present(module, name, bridge, veth, address, *, bench=None):
     changed = False
     check = module.check_mode
     if name not in netns_list():
@@ -40,13 +40,20 @@ def ensure_present(module, name, bridge, veth, address, bench=None):
         changed = True
         if not check:
             run(["ip", "-n", name, "link", "set", "lo", "up"])
-    changed |= ensure_link(module, name, bridge, veth, "eth0", address)
+    changed |= ensure_link(module, name, bridge, veth, inner_name="eth0", address=address)
     if bench is not None:
-        changed |= ensure_link(module, name, bench["bridge"], bench["veth"], "eth1", bench["address"])
+        changed |= ensure_link(
+            module,
+            name,
+            bench["bridge"],
+            bench["veth"],
+            inner_name="eth1",
+            address=bench["address"],
+        )
     return changed
 
 
-def ensure_link(module, name, bridge, veth, inner_name, address):
+def ensure_link(module, name, bridge, veth, *, inner_name, address):
     """A veth pair from bridge into the namespace (named inner_name there), one address."""
     changed = False
     check = module.check_mode
@@ -134,7 +141,7 @@ def main():
     try:
         if p["state"] == "present":
             changed = ensure_present(
-                module, p["name"], p["bridge"], p["veth"], p["address"], p["bench"]
+                module, p["name"], p["bridge"], p["veth"], p["address"], bench=p["bench"]
             )
         else:
             changed, _ = ensure_absent(module, p["name"])
