@@ -370,7 +370,9 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     # run), unless it came on the last of the 10 steps; the second run may break by its
     # lag as well (CI: 122/s at p99 876 ms, then not sustained): confirmed all the same
     assert not top["holds"] and top["runs"] in (1, 2)
-    assert top["runs"] == 2 or not (top["p99_only"] or top["after_overload"]) or doc["runs"] == 10
+    # and so is any other break before the search ends on it (CI, 56bb97e: 34/s broke
+    # with its lag growing, the search ended on it, and 40/s then held twice)
+    assert top["runs"] == 2 or doc["runs"] == 10
     assert doc["break_confirmed"] is (top["runs"] == 2)
     assert (f"breaks at {broke} twice" in doc["text"]) is (top["runs"] == 2)
     assert len(windows) == len(steps)  # one cell per rate searched

@@ -781,3 +781,30 @@ def test_each_step_is_its_own_cell_and_a_killed_search_resumes_where_it_stopped(
     with Store.open(tmp_path / "b" / "drivelab.db", create=False) as store:
         sid = store.scenario("search-t").id
         assert len([f for f in store.facts(sid) if f.scope == rs.FACT]) == 1
+
+
+def test_a_break_by_a_growing_lag_is_run_again_before_the_search_ends_on_it():
+    """CI on 56bb97e: 20/s held, 160/s fell behind, 56/s broke by its p99 alone right
+    after it, 34/s broke with its lag growing (p99 2.6 s), 26/s held at 6 ms, and the
+    search ended at 26/s on 34's one break; 40/s then held twice (p99 25 and 6 ms). Now
+    the top is run again first, and when it holds the search goes on above it."""
+    behind = "rate not sustained: lag grew"
+    spec = rs.SearchSpec(p99_ms=200, low=20, high=160, steps=10, within_pct=25, quantum=2)
+    seen = [
+        rs.Observation(20, 55.8, True, True),
+        rs.Observation(160, 5963.8, False, True, behind),
+        rs.Observation(56, 696.3, True, True),
+        rs.Observation(56, 650.0, True, True),
+        rs.Observation(34, 2588.7, False, True, behind),
+        rs.Observation(26, 6.0, True, True),
+    ]
+    top = next(s for s in rs.judge(spec, seen) if s.rate == 34)
+    assert not (top.p99_only or top.after_overload) and top.runs == 1
+    assert rs.next_step(spec, seen) == rs.Decision(34, why="confirm")
+    # it held: noisy, and the bracket is 34..56, split at 44
+    held = [*seen, rs.Observation(34, 30.0, True, True)]
+    assert rs.next_step(spec, held).rate == 44
+    # it broke again: the search ends, the break confirmed
+    result = rs.next_step(spec, [*seen, rs.Observation(34, 900.0, False, True, behind)]).result
+    assert result is not None and (result.holds_at, result.breaks_at) == (26, 34)
+    assert result.confirmed and "breaks at 34 twice" in result.text
