@@ -12,7 +12,8 @@ APT_PACKAGES := postgresql postgresql-client postgresql-contrib fio openssh-serv
 	xfsprogs btrfs-progs e2fsprogs util-linux iproute2 procps psmisc \
 	prometheus prometheus-node-exporter smartmontools hdparm sdparm nvme-cli mdadm \
 	fdisk parted python3-psycopg2 python3-venv python3-pip sqlite3 chromium \
-	systemd-container debootstrap apt-cacher-ng faketime
+	systemd-container debootstrap apt-cacher-ng faketime \
+	qemu-system-x86 qemu-utils
 
 .PHONY: help setup apt venv constraints demo test lint unit lab-test bench down clean
 

@@ -44,7 +44,8 @@ class LabHost:
     netns: str
     netns_exists: bool
     ssh_answers: bool
-    # container labs: whether the host's systemd-nspawn runs ("" on a namespace lab)
+    # container and VM labs: whether the host's systemd-nspawn (or qemu) runs ("" on a
+    # namespace lab)
     container: str = ""
 
 
@@ -55,6 +56,8 @@ class LabStatus:
     db_memory_bytes: int
     kind: str = "netns"
     release: str = ""
+    #: VM labs: the DB host VM's acceleration (tcg: an emulated CPU; kvm)
+    vm_accel: str = ""
     #: cgroup hierarchy of the DB host's memory limit and IOPS caps (v1 or v2)
     cgroup: str = ""
     #: the lab's results store (``lab up --results-store``): its URI, "" when there is none
@@ -129,6 +132,16 @@ def _container_state(name: str) -> str:
     return "running" if comm == "systemd-nspawn" else "stopped"
 
 
+def _vm_state(folder: str) -> str:
+    """running or stopped, from the pid file of the lab's lab_vm module."""
+    try:
+        pid = int((Path(folder) / "qemu.pid").read_text().strip())
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except (OSError, ValueError):
+        return "stopped"
+    return "running" if os.path.basename(argv0) == b"qemu-system-x86_64" else "stopped"
+
+
 def status(path: Path = INVENTORY) -> LabStatus:
     inv = load_inventory(path)
     top = inv.get("all", {})
@@ -139,21 +152,47 @@ def status(path: Path = INVENTORY) -> LabStatus:
     hosts: list[LabHost] = []
     drives: list[LabDrive] = []
     db_memory = 0
+    vm_accel = ""
     for group in ("db", "clients"):
         for name, hv in (children.get(group, {}).get("hosts") or {}).items():
             netns = hv.get("drivelab_netns", "")
+            vm = hv.get("drivelab_lab_vm", "")
+            if vm:
+                state, vm_accel = _vm_state(vm), str(hv.get("drivelab_lab_vm_accel", ""))
+            elif kind in ("container", "vm"):
+                state = _container_state(name)
+            else:
+                state = ""
             hosts.append(
                 LabHost(
                     name=name,
                     group=group,
                     address=hv["ansible_host"],
-                    netns=netns,
-                    netns_exists=netns in namespaces,
-                    ssh_answers=_ssh_answers(hv["ansible_host"]),
-                    container=_container_state(name) if kind == "container" else "",
+                    # a VM is in no namespace of this machine: on the bridges by its taps
+                    netns=netns or "(VM)",
+                    netns_exists=not netns or netns in namespaces,
+                    # an emulated CPU's sshd takes its time over the banner
+                    ssh_answers=_ssh_answers(hv["ansible_host"], timeout=5.0 if vm else 0.5),
+                    container=state,
                 )
             )
-            if group == "db":
+            if group == "db" and vm:
+                db_memory = int(hv.get("db_memory_bytes", 0))
+                running = state == "running"
+                drives += [
+                    LabDrive(
+                        name=d["name"],
+                        device=d["device"],
+                        cls=d.get("class", "?"),
+                        size_bytes=int(d["size_bytes"]),
+                        iops_cap=int(d.get("iops_cap") or 0),
+                        backing_file=f"(qemu, {d.get('serial', '')})",
+                        # the guest's device: there while the VM runs
+                        attached=running,
+                    )
+                    for d in hv.get("candidate_drives") or []
+                ]
+            elif group == "db":
                 db_memory = int(hv.get("db_memory_bytes", 0))
                 for d in hv.get("candidate_drives") or []:
                     drives.append(
@@ -175,6 +214,7 @@ def status(path: Path = INVENTORY) -> LabStatus:
         db_memory_bytes=db_memory,
         kind=kind,
         release=str(top.get("vars", {}).get("drivelab_lab_release", "")),
+        vm_accel=vm_accel,
         cgroup=str(top.get("vars", {}).get("drivelab_lab_cgroup", "")),
         results_store=uri,
         results_store_answers=bool(uri) and results_store_answers(uri),

@@ -18,7 +18,8 @@ from ansible.plugins.action import ActionBase
 ARGUMENT_SPEC = {
     "name": {"type": "str", "required": True},
     "root": {"type": "str", "default": "/sys/fs/cgroup"},
-    "hierarchy": {"type": "str", "default": "auto", "choices": ["auto", "v1", "v2"]},
+    # none: the VM lab's DB host, whose caps are qemu's throttling, not a cgroup's
+    "hierarchy": {"type": "str", "default": "auto", "choices": ["auto", "v1", "v2", "none"]},
     "throttle": {"type": "list", "elements": "dict", "default": []},
 }
 
@@ -52,6 +53,9 @@ class ActionModule(ActionBase):
         if not args["name"].startswith("drivelab") or "/" in args["name"]:
             msg = f"cgroup {args['name']}: not a lab name (must start with drivelab)"
             result.update(failed=True, msg=msg)
+            return result
+        if args["hierarchy"] == "none":
+            result.update(changed=False, hierarchy="none", writes=[])
             return result
         cg = cgroup_utils()
         fs = cg.Cgroupfs()

@@ -1,14 +1,20 @@
 #!/usr/bin/python
-"""The root filesystem of the container lab's hosts: one Debian tree per release, made
-once with debootstrap and kept in a cache folder across `lab down` (containers only ever
-see it through their own copy-on-write layer; nothing writes to it after it is made).
+"""The root filesystem of the lab's hosts: one Debian tree per release, made once with
+debootstrap and kept in a cache folder across `lab down` (containers only ever see it
+through their own copy-on-write layer; nothing writes to it after it is made).
 
-A tree is complete when its image.json exists: it is built in a sibling folder and
-renamed into place, so a build that stops half-way leaves no tree that looks usable."""
+kind vm makes the VM lab's DB host disk instead (folder ``vm-<release>``): the same
+tree with Debian's kernel, written into a raw ext4 image (``root.raw``, by ``mkfs.ext4
+-d``, no loop mount) beside the kernel and initramfs qemu boots directly; the tree is
+not kept. A VM only ever sees the image through a qcow2 overlay of its own.
+
+An image is complete when its image.json exists: it is built in a sibling folder and
+renamed into place, so a build that stops half-way leaves nothing that looks usable."""
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import shutil
@@ -26,9 +32,39 @@ options:
   mirror: {description: Debian archive, type: str, default: "http://deb.debian.org/debian"}
   packages: {description: packages beyond minbase, type: list, elements: str, required: true}
   user: {description: "an unprivileged login made in the image, with passwordless sudo (empty: none)", type: str, default: ""}
+  kind: {description: "container (a tree) or vm (a raw root disk, kernel and initramfs)", type: str, default: container}
+  disk_size: {description: "vm: size of the raw root disk in bytes (sparse)", type: int, default: 6442450944}
 """
 
 MARKER = "image.json"
+
+# The VM's first boot: the seed disk (a tar archive the lab writes per VM, serial
+# drivelab-seed) unpacked over the root before the network and sshd start, as
+# cloud-init's NoCloud would, without its minute of Python under an emulated CPU.
+SEED_UNIT = """\
+[Unit]
+Description=drivelab lab: this host's own files from the lab's seed disk
+DefaultDependencies=no
+Requires=dev-disk-by\\x2did-virtio\\x2ddrivelab\\x2dseed.device
+After=dev-disk-by\\x2did-virtio\\x2ddrivelab\\x2dseed.device systemd-remount-fs.service
+Before=sysinit.target systemd-networkd.service ssh.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/tar --extract --same-permissions --numeric-owner --directory=/ --file=/dev/disk/by-id/virtio-drivelab-seed
+ExecStart=/bin/sh -c 'cat /etc/hostname > /proc/sys/kernel/hostname'
+
+[Install]
+WantedBy=sysinit.target
+"""
+
+# sshd listens on the host's lab address only: it starts once networkd has put it there
+SSH_AFTER_NETWORK = """\
+[Unit]
+Wants=systemd-networkd-wait-online.service
+After=systemd-networkd-wait-online.service
+"""
 
 
 def unmount_under(path):
@@ -40,10 +76,18 @@ def unmount_under(path):
         run(["umount", "-l", point], check=False)
 
 
-def in_use(rootfs):
-    """Whether an overlay mount (a container host's layer) has the tree as its lower dir."""
+def in_use(image):
+    """Whether a host of a running lab stands on the image: an overlay mount (a container
+    host's layer) with the tree as its lower dir, or a process (a VM's qemu, through its
+    overlay) holding the raw disk open."""
+    if os.path.isfile(image):
+        for fd in glob.glob("/proc/[0-9]*/fd/*"):
+            with contextlib.suppress(OSError):
+                if os.readlink(fd) == image:
+                    return True
+        return False
     with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-        return any(f"lowerdir={rootfs}" in line for line in fh)
+        return any(f"lowerdir={image}" in line for line in fh)
 
 
 def add_user(rootfs, user):
@@ -82,6 +126,54 @@ def configure(rootfs):
     os.makedirs(os.path.join(rootfs, "var/cache/apt/archives/partial"), exist_ok=True)
 
 
+def chroot_run(rootfs, argv):
+    """argv inside the tree with /proc, /sys and /dev bound (update-initramfs needs them)."""
+    binds = [os.path.join(rootfs, d) for d in ("proc", "sys", "dev")]
+    try:
+        for src, dst in zip(("/proc", "/sys", "/dev"), binds, strict=True):
+            run(["mount", "--bind", src, dst])
+        run(["chroot", rootfs, *argv])
+    finally:
+        for dst in reversed(binds):
+            run(["umount", "-l", dst], check=False)
+
+
+def configure_vm(rootfs):
+    """A tree that boots under qemu as a real host: virtio in the initramfs, the root
+    in fstab, systemd-networkd, the seed unit, sshd after the network."""
+    with open(os.path.join(rootfs, "etc/initramfs-tools/modules"), "a", encoding="ascii") as fh:
+        fh.write("virtio_pci\nvirtio_blk\n")
+    with open(os.path.join(rootfs, "etc/fstab"), "w", encoding="ascii") as fh:
+        fh.write("/dev/vda / ext4 rw,errors=remount-ro 0 1\n")
+    units = os.path.join(rootfs, "etc/systemd/system")
+    with open(os.path.join(units, "drivelab-seed.service"), "w", encoding="ascii") as fh:
+        fh.write(SEED_UNIT)
+    wants = os.path.join(units, "sysinit.target.wants")
+    os.makedirs(wants, exist_ok=True)
+    os.symlink("../drivelab-seed.service", os.path.join(wants, "drivelab-seed.service"))
+    os.makedirs(os.path.join(units, "ssh.service.d"), exist_ok=True)
+    with open(os.path.join(units, "ssh.service.d/drivelab.conf"), "w", encoding="ascii") as fh:
+        fh.write(SSH_AFTER_NETWORK)
+    chroot_run(rootfs, ["systemctl", "enable", "systemd-networkd.service"])
+    chroot_run(rootfs, ["update-initramfs", "-u", "-k", "all"])
+
+
+def export_vm(rootfs, out, disk_size):
+    """The kernel, the initramfs and the raw root disk out of the tree, into out."""
+    boot = os.path.join(rootfs, "boot")
+    kernels = sorted(n for n in os.listdir(boot) if n.startswith("vmlinuz-"))
+    if not kernels:
+        raise LabError("the tree has no kernel in /boot (package linux-image-amd64)")
+    version = kernels[-1].removeprefix("vmlinuz-")
+    shutil.copy(os.path.join(boot, kernels[-1]), os.path.join(out, "vmlinuz"))
+    shutil.copy(os.path.join(boot, f"initrd.img-{version}"), os.path.join(out, "initrd.img"))
+    raw = os.path.join(out, "root.raw")
+    with open(raw, "wb") as fh:
+        fh.truncate(disk_size)
+    run(["mkfs.ext4", "-q", "-F", "-L", "drivelab-root", "-d", rootfs, raw])
+    return version
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -90,6 +182,8 @@ def main():
             "mirror": {"type": "str", "default": "http://deb.debian.org/debian"},
             "packages": {"type": "list", "elements": "str", "required": True},
             "user": {"type": "str", "default": ""},
+            "kind": {"type": "str", "default": "container", "choices": ["container", "vm"]},
+            "disk_size": {"type": "int", "default": 6 * 1024**3},
         },
         supports_check_mode=True,
     )
@@ -97,8 +191,10 @@ def main():
     cache = os.path.realpath(p["cache_dir"])
     if "drivelab" not in cache:
         module.fail_json(msg=f"image cache {p['cache_dir']}: not a drivelab folder, refusing")
-    final = os.path.join(cache, p["release"])
+    vm = p["kind"] == "vm"
+    final = os.path.join(cache, ("vm-" if vm else "") + p["release"])
     rootfs = os.path.join(final, "rootfs")
+    image = os.path.join(final, "root.raw") if vm else rootfs
     marker = os.path.join(final, MARKER)
     if os.path.exists(marker):
         with open(marker, encoding="utf-8") as fh:
@@ -106,14 +202,14 @@ def main():
         # an image made with other packages or another login is made again, unless a
         # running container lab stands on it
         if info.get("packages") == p["packages"] and info.get("user", "") == p["user"]:
-            module.exit_json(changed=False, rootfs=rootfs, **info)
-        if in_use(rootfs):
+            module.exit_json(changed=False, rootfs=rootfs, dir=final, **info)
+        if in_use(image):
             module.fail_json(
                 msg=f"image {p['release']}: made with other packages or login, and a running"
                 " container lab uses it: run 'drivelab lab down' first"
             )
     if module.check_mode:
-        module.exit_json(changed=True, rootfs=rootfs)
+        module.exit_json(changed=True, rootfs=rootfs, dir=final)
     if not shutil.which("debootstrap"):
         module.fail_json(msg="debootstrap is not installed (Debian package debootstrap)")
     build = f"{final}.build-{os.getpid()}"
@@ -121,7 +217,7 @@ def main():
     try:
         os.makedirs(cache, mode=0o755, exist_ok=True)
         for name in os.listdir(cache):  # builds that were stopped half-way
-            if name.startswith(p["release"] + ".build-"):
+            if name.startswith(os.path.basename(final) + ".build-"):
                 unmount_under(os.path.join(cache, name))
                 shutil.rmtree(os.path.join(cache, name))
         if os.path.exists(final):  # a tree without its marker is not a finished build
@@ -142,12 +238,19 @@ def main():
             add_user(os.path.join(build, "rootfs"), p["user"])
         with open(os.path.join(build, "rootfs/etc/os-release"), encoding="utf-8") as fh:
             os_release = dict(line.rstrip("\n").split("=", 1) for line in fh if "=" in line)
+        kernel = ""
+        if vm:
+            configure_vm(os.path.join(build, "rootfs"))
+            kernel = export_vm(os.path.join(build, "rootfs"), build, p["disk_size"])
+            shutil.rmtree(os.path.join(build, "rootfs"))
         info = {
             "release": p["release"],
             "version": os_release.get("VERSION_ID", "").strip('"'),
             "packages": p["packages"],
             "user": p["user"],
             "mirror": p["mirror"],
+            "kind": p["kind"],
+            **({"kernel": kernel} if vm else {}),
             "build_seconds": round(time.monotonic() - started, 1),
         }
         with open(os.path.join(build, MARKER), "w", encoding="utf-8") as fh:
@@ -157,7 +260,7 @@ def main():
         unmount_under(build)
         shutil.rmtree(build, ignore_errors=True)
         module.fail_json(msg=f"image {p['release']}: {err}")
-    module.exit_json(changed=True, rootfs=rootfs, **info)
+    module.exit_json(changed=True, rootfs=rootfs, dir=final, **info)
 
 
 if __name__ == "__main__":

@@ -108,6 +108,7 @@ DAEMONS = (
     ("results-pg/data/postmaster.pid", b"postgres"),
     ("apt-cacher-ng/apt-cacher-ng.pid", b"apt-cacher-ng"),
     ("containers/*/nspawn.pid", b"systemd-nspawn"),
+    ("vms/*/qemu.pid", b"qemu-system-x86_64"),
 )
 
 
