@@ -84,13 +84,20 @@ def open_store(path) -> Store:
 
 def run_warnings(repetition: int, rf: Mapping[str, Any]) -> list[str]:
     """What a run's facts warn about: datasets that fit in RAM, a cache not defeated,
-    clients that were CPU-bound."""
+    clients that were CPU-bound, a DB host on an emulated CPU (the VM lab under TCG)."""
     out = []
     if rf.get("db_warning"):
         out.append(str(rf["db_warning"]))
     cache = rf.get("cache") or {}
     if cache.get("verdict") == "cache not defeated":
         out.append(f"run {repetition}: cache not defeated: {cache.get('reason')}")
+    lab = rf.get("lab") or {}
+    if isinstance(lab, Mapping) and lab.get("accel") == "tcg":
+        # one line per cell (the warnings are kept once each): every run of a VM lab is so
+        out.append(
+            "emulated CPU: the DB host was a qemu VM without hardware acceleration (TCG);"
+            " these tps measure the emulation, not the drive"
+        )
     if rf.get("client_bound"):
         out.append(
             f"run {repetition}: client-bound: this run measured the client, not the drive"

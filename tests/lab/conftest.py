@@ -137,7 +137,7 @@ def why_no_lab() -> str | None:
 #: after these, in file order.
 ORDER = (
     "test_lab", "test_lab_bad_input", "test_gate", "test_check", "test_drives", "test_faults", "test_live",
-    "test_pgbench", "test_pretests", "test_run", "test_telemetry", "test_containers",
+    "test_pgbench", "test_pretests", "test_run", "test_telemetry", "test_containers", "test_vm",
 )  # fmt: skip
 
 
@@ -194,6 +194,22 @@ def playbook(
         )
 
 
+def on_hosts(pattern: str, command: str, timeout: float = 300) -> dict[str, str]:
+    """stdout of a shell command on each host matching pattern, over the lab's SSH (the
+    command's exit status is not looked at: the output says what the test needs)."""
+    proc = ansible(
+        "ansible", pattern, "-i", "inventory/local", "-m", "ansible.builtin.shell",
+        "-a", f"{command}; true", "-o", timeout=timeout,
+    )  # fmt: skip
+    out = {}
+    for line in proc.stdout.splitlines():
+        host, _, rest = line.partition(" | ")
+        if "(stdout) " not in rest:
+            raise AssertionError(f"{command!r} on {host}: {rest}")
+        out[host.strip()] = rest.split("(stdout) ", 1)[1].replace("\\n", "\n")
+    return out
+
+
 def recap(proc: subprocess.CompletedProcess, host: str) -> dict[str, int]:
     from collector.playbook import parse_recap  # noqa: PLC0415
 
@@ -230,36 +246,40 @@ def _warm_starts():
 
 
 class ImageBuild:
-    """The container lab's Debian image (the lab role's defaults: release, packages,
-    mirror, cache), built by the role's own module `lab_image` in a background process
-    at a lower priority while the 2-client lab's modules run, so that test_containers,
-    last in ORDER, finds it cached (debootstrap: about a minute on a machine that never
-    built it). Started after the modules that look for lab leftovers (debootstrap
-    mounts /proc and /sys inside its tree, under the cache folder) and waited for by the
-    container lab's fixture and at the end of the session; never killed half-way."""
+    """The container lab's Debian image and, where test_vm runs, the VM lab's (the lab
+    role's defaults: release, packages, mirror, cache), built one after the other by the
+    role's own module `lab_image` in a background process at a lower priority while the
+    2-client lab's modules run, so that test_containers and test_vm, last in ORDER, find
+    them cached (debootstrap: about a minute for the container image on a machine that
+    never built it, about two more for the VM's). Started after the modules that look
+    for lab leftovers (debootstrap mounts /proc and /sys inside its tree, under the cache
+    folder) and waited for by those labs' fixtures and at the end of the session; never
+    killed half-way. lab_image keeps an image made as the defaults ask, at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, vm: bool = False) -> None:
+        import shlex  # noqa: PLC0415
         import tempfile  # noqa: PLC0415
 
         import yaml  # noqa: PLC0415
 
         d = yaml.safe_load((REPO / "roles/lab/defaults/main.yml").read_text())
-        self.marker = Path(d["lab_image_cache"]) / d["lab_release"] / "image.json"
         self.proc: subprocess.Popen | None = None
-        args = {
+        common = {
             "release": d["lab_release"], "cache_dir": d["lab_image_cache"],
-            "mirror": d["lab_debian_mirror"], "packages": d["lab_image_packages"],
-            "user": d["lab_login_user"],
+            "mirror": d["lab_debian_mirror"], "user": d["lab_login_user"],
         }  # fmt: skip
-        if self.marker.exists():
-            made = json.loads(self.marker.read_text())
-            if (made.get("packages"), made.get("user", "")) == (args["packages"], args["user"]):
-                return  # made as the defaults ask: lab_image keeps it
+        builds = [{**common, "packages": d["lab_image_packages"]}]
+        if vm:
+            builds.append({**common, "packages": d["lab_vm_image_packages"], "kind": "vm"})
         env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115  (closed in wait())
+        script = " && ".join(
+            shlex.join([str(BIN / "ansible"), "localhost", "-c", "local", "-m", "lab_image",
+                        "-a", json.dumps(args)])
+            for args in builds
+        )  # fmt: skip
         self.proc = subprocess.Popen(
-            ["nice", "-n", "10", str(BIN / "ansible"), "localhost", "-c", "local",
-             "-m", "lab_image", "-a", json.dumps(args)],
+            ["nice", "-n", "10", "sh", "-c", script],
             cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=self.log,
             stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
@@ -269,7 +289,7 @@ class ImageBuild:
         it then, and fails in its own words if it cannot)."""
         if self.proc is None:
             return
-        rc = self.proc.wait(timeout=900)
+        rc = self.proc.wait(timeout=1500)
         self.proc = None
         self.log.seek(0)
         if rc != 0:
@@ -281,7 +301,7 @@ _image = {"build": None}
 
 
 def container_image_built_ahead() -> None:
-    """Wait for the container image's build ahead, if one runs (test_containers)."""
+    """Wait for the images' build ahead, if one runs (test_containers, test_vm)."""
     if _image["build"] is not None:
         _image["build"].wait()
 
@@ -290,8 +310,9 @@ def container_image_built_ahead() -> None:
 def _lab_session(request):
     """Whatever lab the tests left up is torn down at the end of the session. The
     container image is built meanwhile, where test_containers is to run (ImageBuild)."""
-    if any(i.nodeid.startswith("tests/lab/test_containers.py") for i in request.session.items):
-        _image["build"] = ImageBuild()
+    modules = {i.nodeid.split("::", 1)[0] for i in request.session.items}
+    if modules & {"tests/lab/test_containers.py", "tests/lab/test_vm.py"}:
+        _image["build"] = ImageBuild(vm="tests/lab/test_vm.py" in modules)
     try:
         yield
     finally:

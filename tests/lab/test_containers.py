@@ -30,6 +30,7 @@ from tests.lab.conftest import (
     drivelab,
     lab_inventory,
     lab_leftovers,
+    on_hosts,
     playbook,
     recap,
 )
@@ -55,22 +56,6 @@ workload: {scale: [2], clients_per_host: 2, threads: 1, duration: 5}
 hosts: [2]
 repetitions: 1
 """
-
-
-def on_hosts(pattern: str, command: str) -> dict[str, str]:
-    """stdout of a shell command on each host matching pattern, over the lab's SSH (the
-    command's exit status is not looked at: the output says what the test needs)."""
-    proc = ansible(
-        "ansible", pattern, "-i", "inventory/local", "-m", "ansible.builtin.shell",
-        "-a", f"{command}; true", "-o",
-    )  # fmt: skip
-    out = {}
-    for line in proc.stdout.splitlines():
-        host, _, rest = line.partition(" | ")
-        if "(stdout) " not in rest:
-            raise AssertionError(f"{command!r} on {host}: {rest}")
-        out[host.strip()] = rest.split("(stdout) ", 1)[1].replace("\\n", "\n")
-    return out
 
 
 @pytest.fixture(scope="module")

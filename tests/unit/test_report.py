@@ -342,6 +342,13 @@ def test_run_warnings_and_cache_phrase_from_run_facts():
     ]
     assert fmt_cache(None) == "-"
     assert fmt_cache({"verdict": "unknown", "hit_ratio": None}) == "hit -, drive -: unknown"
+    # the VM lab's DB host under TCG: its figures are the emulation's; under kvm, none
+    vm = {"hosts": "vm", "cgroup": "none", "accel": "tcg"}
+    assert run_warnings(1, {"cache": defeated, "lab": vm}) == [
+        "emulated CPU: the DB host was a qemu VM without hardware acceleration (TCG);"
+        " these tps measure the emulation, not the drive"
+    ]
+    assert run_warnings(1, {"lab": {**vm, "accel": "kvm"}}) == []
 
 
 def test_a_checkpoint_in_the_window_is_said_per_drive_and_marked_on_the_plot(tmp_path):

@@ -214,7 +214,20 @@ def _is_list(value):
 
 
 #: a candidate drive's settings that are true or false (a string "no" would be true)
-FLAGS = ("wipe", "allow_loop", "power_loss_protection")
+FLAGS = ("allow_loop", "power_loss_protection")
+#: a signature type as blkid and wipefs name them (linux_raid_member, LVM2_member, ext4)
+SIGNATURE_TYPE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
+
+
+def _wipe_ok(value):
+    """wipe: true or false, or the signature types the operator accepts to destroy."""
+    if isinstance(value, bool):
+        return True
+    return (
+        _is_list(value)
+        and bool(value)
+        and all(isinstance(t, str) and SIGNATURE_TYPE.match(t) for t in value)
+    )
 
 
 def drivelab_preflight_drives(drives, pattern):
@@ -229,17 +242,21 @@ def drivelab_preflight_drives(drives, pattern):
             isinstance(d.get("name"), str) and re.match(pattern, d["name"]),
             isinstance(d.get("device"), str) and d["device"].startswith("/dev/"),
             all(isinstance(d.get(k, False), bool) for k in FLAGS),
+            _wipe_ok(d.get("wipe", False)),
             "size_bytes" not in d or _is_int(d["size_bytes"]),
             "serial" not in d or isinstance(d["serial"], str),
+            "nsid" not in d or (_is_int(d["nsid"]) and d["nsid"] >= 1),
             "rpm" not in d or (_is_int(d["rpm"]) and d["rpm"] >= 0),
         ))  # fmt: skip
         if not ok:
             name = d.get("name", "no name") if isinstance(d, Mapping) else "no name"
             bad.append(
                 f"candidate_drives[{i}] ({name}): needs name (matching {pattern}), device"
-                " (/dev/...); wipe, allow_loop and power_loss_protection must be true or false"
-                " (not strings), size_bytes a whole number, serial a string, rpm a whole number"
-                " of revolutions per minute (0: does not rotate)"
+                " (/dev/...); allow_loop and power_loss_protection must be true or false"
+                " (not strings), wipe true, false or a list of signature types (wipe:"
+                " [linux_raid_member]), size_bytes a whole number, serial a string, nsid (an"
+                " NVMe namespace id) a whole number >= 1, rpm a whole"
+                " number of revolutions per minute (0: does not rotate)"
             )
     return bad
 

@@ -14,6 +14,7 @@ from ansible.module_utils.drivelab_gate import kname_of
 from ansible.module_utils.drivelab_wcache import (
     WriteCacheError,
     control_for,
+    nvme_controller,
     parse_kernel_view,
     parse_state,
     read_argv,
@@ -88,6 +89,13 @@ def main():
             module.warn(result["msg"] + ": cells that need it are skipped")
         module.exit_json(changed=False, **result)
     result["control"] = tool
+    if tool == "nvme":
+        # the feature is the controller's: read and set there, not on the namespace
+        try:
+            dev = nvme_controller(kname)
+        except WriteCacheError as err:
+            module.fail_json(msg=f"{result['device']}: {err}", **result)
+        result["controller"] = dev
     rc, out = run(read_argv(tool, dev))
     try:
         if rc != 0:

@@ -224,6 +224,45 @@ def device_identity(kname):
     return (serial or None), (wwn or None)
 
 
+NVME_NAMESPACE = re.compile(r"^nvme\d+n\d+$")
+
+
+def nvme_namespace(kname, sys_block="/sys/class/block"):
+    """(nsid, its sibling namespaces) of an NVMe namespace: the namespaces of the same
+    controller (or subsystem, under native multipath: the namespace's device in sysfs);
+    None for any other device."""
+    if not NVME_NAMESPACE.match(kname):
+        return None
+    parent = os.path.realpath(os.path.join(sys_block, kname, "device"))
+    siblings = sorted(
+        k
+        for k in os.listdir(sys_block)
+        if k != kname
+        and NVME_NAMESPACE.match(k)
+        and os.path.realpath(os.path.join(sys_block, k, "device")) == parent
+    )
+    nsid = _read(os.path.join(sys_block, kname, "nsid"))
+    return (int(nsid) if nsid and nsid.isdigit() else None), siblings
+
+
+def namespace_refusal(where, entry, kname, *, nsid, siblings, serial):
+    """An NVMe namespace is named by its namespace id or its own WWN: the serial is its
+    controller's, shared by every sibling, so a serial alone could be any of them."""
+    declared = entry.get("nsid")
+    if declared not in (None, "") and int(declared) != nsid:
+        return (
+            f"{where}: is namespace {nsid} of its NVMe controller (serial {serial}), the"
+            f" inventory declares nsid {declared} (namespaces beside it: {', '.join(siblings)})"
+        )
+    if siblings and declared in (None, "") and entry.get("wwn") in (None, ""):
+        return (
+            f"{where}: is namespace {nsid} of an NVMe controller with {len(siblings) + 1}"
+            f" namespaces ({kname} and {', '.join(siblings)}): its serial {serial} names the"
+            " controller, not the namespace (the inventory must declare nsid or wwn)"
+        )
+    return None
+
+
 def protected_knames(protected_paths, mount_table):
     """Every device behind /, /boot, each mounted filesystem, swap and extra paths
     (PostgreSQL's data directories and tablespaces)."""
@@ -431,6 +470,50 @@ def own_marks(records, mount_root):
     return uuids, {os.path.join(mount_root, name): name for name in records}
 
 
+#: signatures that are not a filesystem but a part of something larger, whose loss is
+#: not seen where it happens (an array short of a member, a volume group short of a
+#: physical volume, a key slot, a pool): wipe: true is not enough to destroy them; the
+#: operator names each type in wipe: [...]
+NOT_FILESYSTEMS = {
+    "linux_raid_member": "a member of an md array (not assembled here)",
+    "LVM2_member": "an LVM physical volume",
+    "crypto_LUKS": "a LUKS encrypted volume",
+    "zfs_member": "a member of a ZFS pool",
+    "bcache": "a bcache backing or cache device",
+    "ceph_bluestore": "a Ceph OSD",
+    "isw_raid_member": "a member of an Intel firmware RAID set",
+    "ddf_raid_member": "a member of a DDF firmware RAID set",
+    "VMFS_volume_member": "a VMFS volume member",
+}
+
+
+def wipe_refusal(where, found, wipe, label):
+    """Why the signatures found may not be wiped under the inventory's wipe (true,
+    false or a list of accepted types), or None. A list accepts exactly its types."""
+    accepted = set(wipe) if isinstance(wipe, list) else set()
+    for t in found:
+        if t in NOT_FILESYSTEMS and t not in accepted:
+            said = f"wipe: {wipe}" if isinstance(wipe, list) else "wipe: true"
+            return (
+                f"{where}: carries a {t} signature, {NOT_FILESYSTEMS[t]}, which {said} does"
+                f" not destroy (the inventory must say wipe: [{t}] to accept it)"
+            )
+    if wipe is True:
+        return None
+    rest = sorted(set(found) - accepted)
+    if not rest:
+        return None
+    if accepted:
+        return (
+            f"{where}: carries a {'/'.join(rest)} signature{label}, which wipe: {sorted(accepted)}"
+            " does not name"
+        )
+    return (
+        f"{where}: carries a {'/'.join(found)} signature{label} and the inventory does not say"
+        " wipe: true"
+    )
+
+
 def check(
     drive,
     inventory,
@@ -507,6 +590,11 @@ def check(
         raise Refusal(
             f"{where}: WWN is {wwn or 'unreadable'}, the inventory declares {entry['wwn']}"
         )
+    ns = nvme_namespace(kname)
+    if ns:
+        why = namespace_refusal(where, entry, kname, nsid=ns[0], siblings=ns[1], serial=serial)
+        if why:
+            raise Refusal(why)
     if min_size and size < int(min_size):
         raise Refusal(
             f"{where}: is {size} bytes, smaller than the {int(min_size)} the scenario needs"
@@ -589,11 +677,11 @@ def check(
     found = sorted(
         {s.get("type", "?") for s in sigs} | ({probe["TYPE"]} if probe.get("TYPE") else set())
     )
-    if found and not own and entry.get("wipe") is not True:
+    if found and not own:
         label = f" labelled {probe['LABEL']!r}" if probe.get("LABEL") else ""
-        raise Refusal(
-            f"{where}: carries a {'/'.join(found)} signature{label} and the inventory does not say wipe: true"
-        )
+        why = wipe_refusal(where, found, entry.get("wipe"), label)
+        if why:
+            raise Refusal(why)
     if not own_point and exclusive_open:
         openers = held_open_by(members)
         if openers:
@@ -611,6 +699,7 @@ def check(
         "size_bytes": size,
         "serial": serial,
         "wwn": wwn,
+        "nsid": ns[0] if ns else None,
         "loop": is_loop,
         "backing_file": backing,
         "signatures": found,

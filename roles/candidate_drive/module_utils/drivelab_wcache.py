@@ -4,6 +4,7 @@
 # kernel believes (writing "write through" stops it sending flushes to a caching drive).
 from __future__ import annotations
 
+import os
 import re
 
 HDPARM_W = re.compile(r"write-caching\s*=\s*(\d+)\s*\((on|off)\)")
@@ -31,6 +32,16 @@ def control_for(kname, transport):
     if transport in ("sas", "scsi", "fc", "iscsi", "usb", "spi", "srp"):
         return "sdparm", None
     return "sdparm", None
+
+
+def nvme_controller(kname, sys_block="/sys/class/block"):
+    """/dev/nvme0 for namespace nvme0n1: the volatile write cache is a feature of the
+    controller, and a set-feature sent to a namespace is refused ("Feature Not Namespace
+    Specific"). The controller is the namespace's parent device in sysfs."""
+    ctrl = os.path.basename(os.path.realpath(os.path.join(sys_block, kname, "device")))
+    if not re.fullmatch(r"nvme\d+", ctrl):
+        raise WriteCacheError(f"{kname}: no NVMe controller found above it in sysfs ({ctrl})")
+    return f"/dev/{ctrl}"
 
 
 def read_argv(tool, dev):

@@ -37,6 +37,11 @@ options:
 """
 
 MARKER = "image.json"
+# how a VM image is laid out; an image of another layout is made again
+VM_LAYOUT = "gpt: root ext4 (1), spare (2)"
+# a spare partition after the root, empty: the root disk has partitions, as a real
+# host's has, and one of them holds nothing (the gate must refuse it all the same)
+SPARE_BYTES = 64 * 1024**2
 
 # The VM's first boot: the seed disk (a tar archive the lab writes per VM, serial
 # drivelab-seed) unpacked over the root before the network and sshd start, as
@@ -144,7 +149,7 @@ def configure_vm(rootfs):
     with open(os.path.join(rootfs, "etc/initramfs-tools/modules"), "a", encoding="ascii") as fh:
         fh.write("virtio_pci\nvirtio_blk\n")
     with open(os.path.join(rootfs, "etc/fstab"), "w", encoding="ascii") as fh:
-        fh.write("/dev/vda / ext4 rw,errors=remount-ro 0 1\n")
+        fh.write("LABEL=drivelab-root / ext4 rw,errors=remount-ro 0 1\n")
     units = os.path.join(rootfs, "etc/systemd/system")
     with open(os.path.join(units, "drivelab-seed.service"), "w", encoding="ascii") as fh:
         fh.write(SEED_UNIT)
@@ -170,7 +175,21 @@ def export_vm(rootfs, out, disk_size):
     raw = os.path.join(out, "root.raw")
     with open(raw, "wb") as fh:
         fh.truncate(disk_size)
-    run(["mkfs.ext4", "-q", "-F", "-L", "drivelab-root", "-d", rootfs, raw])
+    mib = 1024**2
+    # GPT: 1 MiB in, the root, the spare, 1 MiB left for the backup table
+    root_bytes = disk_size - SPARE_BYTES - 2 * mib
+    table = (
+        "label: gpt\n"
+        f"start=2048, size={root_bytes // 512}, type=linux, name=drivelab-root\n"
+        f"size={SPARE_BYTES // 512}, type=linux, name=drivelab-spare\n"
+    )
+    run(["sfdisk", "--quiet", raw], input_text=table)
+    run(
+        [
+            "mkfs.ext4", "-q", "-F", "-L", "drivelab-root", "-E", f"offset={mib}",
+            "-d", rootfs, raw, f"{root_bytes // 1024}k",
+        ]
+    )  # fmt: skip
     return version
 
 
@@ -201,7 +220,12 @@ def main():
             info = json.load(fh)
         # an image made with other packages or another login is made again, unless a
         # running container lab stands on it
-        if info.get("packages") == p["packages"] and info.get("user", "") == p["user"]:
+        same_layout = not vm or info.get("layout") == VM_LAYOUT
+        if (
+            same_layout
+            and info.get("packages") == p["packages"]
+            and info.get("user", "") == p["user"]
+        ):
             module.exit_json(changed=False, rootfs=rootfs, dir=final, **info)
         if in_use(image):
             module.fail_json(
@@ -250,7 +274,7 @@ def main():
             "user": p["user"],
             "mirror": p["mirror"],
             "kind": p["kind"],
-            **({"kernel": kernel} if vm else {}),
+            **({"kernel": kernel, "layout": VM_LAYOUT} if vm else {}),
             "build_seconds": round(time.monotonic() - started, 1),
         }
         with open(os.path.join(build, MARKER), "w", encoding="utf-8") as fh:

@@ -287,7 +287,7 @@ def qemu_argv(p, base, accel):
         "-initrd",
         f"{p['image']}/initrd.img",
         "-append",
-        "console=ttyS0 root=/dev/vda rw",
+        "console=ttyS0 root=/dev/vda1 rw",
         "-drive",
         f"if=none,id=root,file={base}/root.qcow2,format=qcow2,cache=unsafe,discard=unmap",
         "-device",

@@ -1,0 +1,127 @@
+"""The gate's rule for signatures that are not filesystems (an md member not assembled,
+an LVM physical volume, a LUKS header, a ZFS pool member): wipe: true does not destroy
+them; the inventory names each type it accepts in wipe: [...]. And the NVMe write cache's
+controller, found in sysfs above the namespace."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from collector.ansible_plugins.filter.drivelab import drivelab_preflight_drives
+from tests.unit.hostcode import module_util
+
+module_util("candidate_drive", "drivelab_argv")
+gate = module_util("candidate_drive", "drivelab_gate")
+wc = module_util("candidate_drive", "drivelab_wcache")
+
+WHERE = "drive raid3 (/dev/disk/by-id/virtio-DLRAID3 -> /dev/vde)"
+
+
+@pytest.mark.parametrize("wipe", [True, False, None, ["ext4"]])
+def test_an_md_member_is_refused_unless_its_type_is_named(wipe):
+    why = gate.wipe_refusal(WHERE, ["linux_raid_member"], wipe, "")
+    assert why.startswith(
+        f"{WHERE}: carries a linux_raid_member signature, a member of an md array"
+    )
+    assert "wipe: [linux_raid_member]" in why
+    assert "\n" not in why
+
+
+@pytest.mark.parametrize("found", [["LVM2_member"], ["crypto_LUKS"], ["zfs_member"]])
+def test_volumes_and_pools_are_refused_under_wipe_true(found):
+    why = gate.wipe_refusal(WHERE, found, True, "")
+    assert f"carries a {found[0]} signature" in why
+    assert f"wipe: [{found[0]}]" in why
+
+
+def test_the_named_type_is_accepted_and_nothing_else():
+    assert gate.wipe_refusal(WHERE, ["LVM2_member"], ["LVM2_member"], "") is None
+    why = gate.wipe_refusal(WHERE, ["ext4"], ["LVM2_member"], " labelled 'home'")
+    assert why == (
+        f"{WHERE}: carries a ext4 signature labelled 'home', which wipe: ['LVM2_member'] does not name"
+    )
+
+
+def test_wipe_true_still_wipes_a_filesystem_and_false_refuses_it():
+    assert gate.wipe_refusal(WHERE, ["xfs"], True, "") is None
+    why = gate.wipe_refusal(WHERE, ["xfs"], False, "")
+    assert why.endswith("carries a xfs signature and the inventory does not say wipe: true")
+
+
+def test_the_inventory_check_takes_a_list_of_types_and_refuses_a_string():
+    base = {"name": "raid3", "device": "/dev/vde"}
+    assert (
+        drivelab_preflight_drives([{**base, "wipe": ["linux_raid_member"]}], "^[a-z0-9_]+$") == []
+    )
+    assert drivelab_preflight_drives([{**base, "wipe": True}], "^[a-z0-9_]+$") == []
+    for bad in ("yes", [], ["no spaces allowed"], [1]):
+        (msg,) = drivelab_preflight_drives([{**base, "wipe": bad}], "^[a-z0-9_]+$")
+        assert msg.startswith("candidate_drives[0] (raid3):")
+
+
+def test_the_nvme_controller_is_the_namespace_parent_in_sysfs(tmp_path):
+    # as the kernel lays it out: /sys/class/block/nvme0n2/device -> .../nvme/nvme0
+    ctrl = tmp_path / "devices/pci0000:00/0000:00:04.0/nvme/nvme0"
+    ctrl.mkdir(parents=True)
+    (tmp_path / "block/nvme0n2").mkdir(parents=True)
+    os.symlink(ctrl, tmp_path / "block/nvme0n2/device")
+    assert wc.nvme_controller("nvme0n2", sys_block=str(tmp_path / "block")) == "/dev/nvme0"
+    (tmp_path / "block/sda").mkdir()
+    os.symlink(tmp_path / "devices", tmp_path / "block/sda/device")
+    with pytest.raises(wc.WriteCacheError, match="no NVMe controller"):
+        wc.nvme_controller("sda", sys_block=str(tmp_path / "block"))
+
+
+def _nvme_sysfs(root, namespaces):
+    ctrl = root / "devices/pci0000:00/0000:00:05.0/nvme/nvme0"
+    ctrl.mkdir(parents=True)
+    for kname, nsid in namespaces.items():
+        (root / "block" / kname).mkdir(parents=True)
+        os.symlink(ctrl, root / "block" / kname / "device")
+        (root / "block" / kname / "nsid").write_text(f"{nsid}\n")
+    return str(root / "block")
+
+
+def test_a_namespace_knows_its_siblings_and_its_id(tmp_path):
+    # as the VM lab shows it: the kernel named namespace 2 nvme0n1
+    block = _nvme_sysfs(tmp_path, {"nvme0n1": 2, "nvme0n2": 1})
+    assert gate.nvme_namespace("nvme0n1", sys_block=block) == (2, ["nvme0n2"])
+    assert gate.nvme_namespace("sda", sys_block=block) is None
+
+
+def test_a_sibling_namespace_under_the_declared_id_is_refused():
+    entry = {"name": "nvme", "device": "/dev/nvme0n1", "serial": "DLNVME0001", "nsid": 1}
+    why = gate.namespace_refusal(
+        WHERE, entry, "nvme0n1", nsid=2, siblings=["nvme0n2"], serial="DLNVME0001"
+    )
+    assert why == (
+        f"{WHERE}: is namespace 2 of its NVMe controller (serial DLNVME0001), the inventory"
+        " declares nsid 1 (namespaces beside it: nvme0n2)"
+    )
+    assert (
+        gate.namespace_refusal(
+            WHERE, {**entry, "nsid": 2}, "nvme0n1", nsid=2, siblings=["nvme0n2"], serial="S"
+        )
+        is None
+    )
+
+
+def test_a_serial_alone_does_not_name_one_of_several_namespaces():
+    entry = {"name": "nvme", "device": "/dev/nvme0n1", "serial": "DLNVME0001"}
+    why = gate.namespace_refusal(
+        WHERE, entry, "nvme0n1", nsid=2, siblings=["nvme0n2"], serial="DLNVME0001"
+    )
+    assert "with 2 namespaces (nvme0n1 and nvme0n2)" in why
+    assert why.endswith("(the inventory must declare nsid or wwn)")
+    assert (
+        gate.namespace_refusal(
+            WHERE, {**entry, "wwn": "eui.1"}, "nvme0n1", nsid=2, siblings=["x"], serial="S"
+        )
+        is None
+    )
+    assert (
+        gate.namespace_refusal(WHERE, entry, "nvme0n1", nsid=1, siblings=[], serial="DLNVME0001")
+        is None
+    )
