@@ -577,10 +577,6 @@ def check(
     if sectors is None or not sectors.isdigit():
         raise Refusal(f"{where}: cannot read its size")
     size = int(sectors) * 512
-    if entry.get("size_bytes") not in (None, "") and int(entry["size_bytes"]) != size:
-        raise Refusal(
-            f"{where}: is {size} bytes, the inventory declares {int(entry['size_bytes'])}"
-        )
     serial, wwn = device_identity(kname)
     if entry.get("serial") not in (None, "") and str(entry["serial"]) != (serial or ""):
         raise Refusal(
@@ -595,6 +591,11 @@ def check(
         why = namespace_refusal(where, entry, kname, nsid=ns[0], siblings=ns[1], serial=serial)
         if why:
             raise Refusal(why)
+    # what the device is comes first (serial, WWN, namespace): then its size
+    if entry.get("size_bytes") not in (None, "") and int(entry["size_bytes"]) != size:
+        raise Refusal(
+            f"{where}: is {size} bytes, the inventory declares {int(entry['size_bytes'])}"
+        )
     if min_size and size < int(min_size):
         raise Refusal(
             f"{where}: is {size} bytes, smaller than the {int(min_size)} the scenario needs"
