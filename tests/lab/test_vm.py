@@ -46,7 +46,7 @@ raid:
   - {name: md10, drives: [raid1, raid2, raid3, raid4], level: raid10, method: mdadm}
 filesystems: [{fs: ext4, mount_options: noatime}]
 placement: [cluster]
-workload: {scale: [2], clients_per_host: 2, threads: 1, duration: 5}
+workload: {scale: [1], clients_per_host: 2, threads: 1, duration: 5}
 hosts: [1]
 repetitions: 1
 """
@@ -150,8 +150,8 @@ def test_the_gate_refuses_real_device_stacks_in_one_line_each_and_writes_nothing
     # an array made and stopped (its members carry its superblock, nothing holds them), a
     # physical volume of no volume group
     on_db(
-        f"sudo mdadm --create /dev/md/drivelabtest --level=1 --raid-devices=2 --run"
-        f" --assume-clean --metadata=1.2 {raid3} {raid4} && sudo mdadm --stop /dev/md/drivelabtest"
+        f"sudo mdadm --create /dev/md/gatetest --level=1 --raid-devices=2 --run"
+        f" --assume-clean --metadata=1.2 {raid3} {raid4} && sudo mdadm --stop /dev/md/gatetest"
         f" && sudo pvcreate -q {hdd10k}"
     )
     nvme = by_name["nvme"]

@@ -269,6 +269,17 @@ def run(module):
     # our own mount of an earlier filesystem goes first (wherever drivelab mounted it)
     for at in sorted({g["mounted_at"] for g in gated if g["mounted_at"]}):
         unmount(cmds, os.path.basename(at), at)
+    # then our own md arrays over these members (an earlier cell's, of another name):
+    # stopped, their records gone with them (wipefs below erases their superblocks)
+    if any(g.get("own_md_holders") for g in gated):
+        for old, orec in sorted(recs.items()):
+            if orec.get("md_uuid") and set(orec.get("devices") or []) & set(devices):
+                point_old = os.path.join(mount_root, old)
+                if mounted_at(point_old):
+                    unmount(cmds, old, point_old)
+                if os.path.exists(md_path(old)):
+                    sh(cmds.mdadm_stop(old))
+                os.unlink(os.path.join(p["state_dir"], f"{old}.json"))
     # re-check, now unmounted: nothing else may hold these devices
     gated = gate({})
     if [g["device"] for g in gated] != devices:

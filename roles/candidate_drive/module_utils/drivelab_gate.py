@@ -666,7 +666,10 @@ def check(
     if probe_error:
         raise Refusal(f"{where}: {probe_error}")
     hold = holders_of(kname)
-    if hold:
+    # a member of drivelab's own md array (its superblock drivelab's label and recorded
+    # UUID), assembled: that array is drivelab's to stop before the member is used again
+    own_md = own and bool(hold) and all(re.fullmatch(r"md\d+", h) for h in hold)
+    if hold and not own_md:
         raise Refusal(f"{where}: has holders {', '.join(hold)} (LVM, md or dm)")
     parts = partitions_of(kname)
     if parts:
@@ -710,5 +713,6 @@ def check(
         "own": own,
         "mounted_at": own_point,
         "holds": sorted(set(holds)),
+        "own_md_holders": hold if own_md else [],
         "wipe_needed": bool(found) and not own,
     }
