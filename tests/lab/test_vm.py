@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import platform
-import socket
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -27,9 +25,7 @@ from tests.lab.conftest import (
     drivelab,
     lab_inventory,
     on_hosts,
-    wait_for,
 )
-from tests.lab.test_faults import finish, running_pgbench, runs, start_run
 from tests.lab.test_gate import run_playbook
 
 pytestmark = pytest.mark.lab
@@ -50,33 +46,6 @@ workload: {scale: [1], clients_per_host: 2, threads: 1, duration: 5}
 hosts: [1]
 repetitions: 1
 """
-
-
-RESET_SCENARIO = """\
----
-name: vm-reset
-baseline: nvme
-drives: [nvme]
-filesystems: [{fs: ext4, mount_options: noatime}]
-workload: {scale: [1], clients_per_host: 2, threads: 1, duration: 15}
-hosts: [1]
-repetitions: 1
-"""
-
-
-def qmp(command: str) -> dict:
-    """One command to the DB host VM's QMP monitor (the lab's socket)."""
-    hv = lab_inventory()["all"]["children"]["db"]["hosts"]["dbhost"]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(10)
-        sock.connect(str(Path(hv["drivelab_lab_vm"]) / "qmp.sock"))
-        reader = sock.makefile("rb")
-        reader.readline()  # the greeting
-        for cmd in ("qmp_capabilities", command):
-            sock.sendall(json.dumps({"execute": cmd}).encode() + b"\n")
-            while "return" not in (reply := json.loads(reader.readline())):
-                assert "error" not in reply, reply
-        return reply
 
 
 def on_db(command: str) -> str:
@@ -216,39 +185,6 @@ def test_md_raid1_and_raid10_run_end_to_end(vm_lab, tmp_path):
     # the last cell's array, as the DB host's own kernel has it
     mdstat = on_db("cat /proc/mdstat")
     assert "raid10" in mdstat and "[UUUU]" in mdstat, mdstat
-
-
-def test_a_reset_of_the_db_host_mid_repetition_fails_the_run_and_the_next_run_completes(
-    vm_lab, tmp_path
-):
-    """qemu's system_reset in the middle of pgbench: the DB host reboots under the run
-    (PostgreSQL, its mount and every connection gone at once, as at a power cut that
-    spares the drive). The repetition ends failed with the reason in one line, the lease
-    is not left held, and the next `drivelab run` re-mounts the drive (the gate
-    recognising drivelab's own filesystem), starts the cluster on it and completes."""
-    path = tmp_path / "vm-reset.yml"
-    path.write_text(RESET_SCENARIO)
-    results = tmp_path / "results"
-    proc = start_run(path, results)
-    try:
-        wait_for(lambda: running_pgbench("client1"), 900, "client1's pgbench", every=1.0)
-        time.sleep(5)
-        qmp("system_reset")
-    finally:
-        out = finish(proc, timeout=900)
-    got = runs(results / "drivelab.db")
-    assert [g[:3] for g in got] == [("nvme", 0, "failed")], (got, out[-3000:])
-    reason = got[0][3]
-    assert reason and "\n" not in reason, reason
-    lease = json.loads(drivelab("lab", "status", "--json", check=False).stdout)["lease"]
-    assert "free" in lease.get("text", "") or "may be taken over" in lease.get("text", ""), lease
-    wait_for(lambda: on_hosts("dbhost", "echo up", timeout=60).get("dbhost"), 300, "the DB host")
-    again = start_run(path, results)
-    out2 = finish(again, timeout=1200)
-    assert again.returncode == 0, out2[-3000:]
-    got = runs(results / "drivelab.db")
-    assert ("nvme", 0, "complete") in [g[:3] for g in got], (got, out2[-3000:])
-    assert on_db("findmnt -n -o FSTYPE /srv/drivelab/nvme").strip() == "ext4"
 
 
 def test_lab_down_leaves_only_the_caches(vm_lab):

@@ -65,8 +65,10 @@ class CallbackModule(CallbackBase):
             line["refusal"] = codes[0]
             # the filesystems refused so (drive_format names its own)
             names = [
-                r["filesystem"] for r in [res, *items]
-                if r.get("refusal") == codes[0] and isinstance(r.get("filesystem"), str)
+                n for r in [res, *items] if r.get("refusal") == codes[0]
+                for n in (r.get("filesystems") if isinstance(r.get("filesystems"), list)
+                          else [r.get("filesystem")])
+                if isinstance(n, str)
             ]  # fmt: skip
             if names:
                 line["filesystems"] = names

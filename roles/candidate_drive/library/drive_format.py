@@ -139,7 +139,11 @@ def main():
     except Refusal as err:
         # the filesystem refused, for a caller that acts on it (drivelab run releases its
         # own PostgreSQL data on exactly those named with holds_postgresql_data)
-        module.fail_json(msg=f"refused: {err}", refusal=err.code, filesystem=module.params["name"])
+        # (the data may lie on drivelab's own filesystem of another name over the same
+        # drives: an earlier cell's md array, whose members this one reuses)
+        held_on = getattr(err, "held_on", None) or [module.params["name"]]
+        module.fail_json(msg=f"refused: {err}", refusal=err.code, filesystem=held_on[0],
+                         filesystems=held_on)  # fmt: skip
     except (OSError, ValueError, KeyError) as err:  # a probe that errors is a refusal
         name = module.params["name"]
         module.fail_json(
@@ -258,10 +262,14 @@ def run(module):
         module.exit_json(changed=True, uuid=rec["uuid"], device=target, devices=devices,
                          label=rec["label"], mount_point=point)  # fmt: skip
     if holds:
-        raise Refusal(
+        err = Refusal(
             f"{name}: holds PostgreSQL data ({', '.join(holds)}): drop it before reformatting",
             code=HOLDS_POSTGRESQL_DATA,
         )
+        # the filesystems the data is on: drivelab's own, where it mounted them
+        err.held_on = sorted({os.path.basename(g["mounted_at"]) for g in gated
+                              if g["holds"] and g["mounted_at"]}) or [name]  # fmt: skip
+        raise err
     if module.check_mode:
         module.exit_json(
             changed=True, devices=devices, msg=f"would make {fs} on {', '.join(devices)}"
