@@ -14,12 +14,18 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.drivelab_lab import LabError, end_pids, netns_pids, pid_alive, run
+from ansible.module_utils.drivelab_lab import (
+    LabError,
+    end_pids,
+    netns_pids,
+    pid_alive,
+    run,
+    ssh_answers,
+)
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 
@@ -57,15 +63,6 @@ def running(pidfile):
     except (OSError, ValueError):
         return None
     return pid if comm == "systemd-nspawn" and pid_alive(pid) else None
-
-
-def ssh_answers(address, timeout=1.0):
-    try:
-        with socket.create_connection((address, 22), timeout=timeout) as sock:
-            sock.settimeout(timeout)
-            return sock.recv(4).startswith(b"SSH-")
-    except OSError:
-        return False
 
 
 def stop(pid, netns, grace=30.0):

@@ -31,7 +31,7 @@ import tarfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.drivelab_lab import LabError, end_pids, pid_alive, run
+from ansible.module_utils.drivelab_lab import LabError, end_pids, pid_alive, run, ssh_answers
 
 DOCUMENTATION = r"""
 module: lab_vm
@@ -109,15 +109,6 @@ def running(pidfile):
     except (OSError, ValueError):
         return None
     return pid if os.path.basename(argv0) == PROGRAM.encode() and pid_alive(pid) else None
-
-
-def ssh_answers(address, timeout=1.0):
-    try:
-        with socket.create_connection((address, 22), timeout=timeout) as sock:
-            sock.settimeout(timeout)
-            return sock.recv(4).startswith(b"SSH-")
-    except OSError:
-        return False
 
 
 def stop(pid, qmp_path, grace=20.0):

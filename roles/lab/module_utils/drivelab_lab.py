@@ -5,6 +5,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -41,6 +42,16 @@ def netns_pids(name):
     if rc != 0:
         return []
     return [int(p) for p in out.split() if p.isdigit()]
+
+
+def ssh_answers(address, timeout=1.0):
+    """Whether an sshd answers on address:22 with its banner."""
+    try:
+        with socket.create_connection((address, 22), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            return sock.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
 
 
 def pid_alive(pid):
