@@ -176,38 +176,31 @@ def status(path: Path = INVENTORY) -> LabStatus:
                     container=state,
                 )
             )
-            if group == "db" and vm:
-                db_memory = int(hv.get("db_memory_bytes", 0))
-                running = state == "running"
-                drives += [
+            if group != "db":
+                continue
+            db_memory = int(hv.get("db_memory_bytes", 0))
+            for d in hv.get("candidate_drives") or []:
+                if vm:
+                    # the guest's device: there while the VM runs
+                    backing = f"(qemu, {d.get('serial', '')})"
+                    attached = state == "running"
+                else:
+                    # a container host's device is a link of its own /dev
+                    backing = d.get("backing_file", "")
+                    attached = _attached(backing) and (
+                        kind == "container" or os.path.exists(d["device"])
+                    )
+                drives.append(
                     LabDrive(
                         name=d["name"],
                         device=d["device"],
                         cls=d.get("class", "?"),
                         size_bytes=int(d["size_bytes"]),
                         iops_cap=int(d.get("iops_cap") or 0),
-                        backing_file=f"(qemu, {d.get('serial', '')})",
-                        # the guest's device: there while the VM runs
-                        attached=running,
+                        backing_file=backing,
+                        attached=attached,
                     )
-                    for d in hv.get("candidate_drives") or []
-                ]
-            elif group == "db":
-                db_memory = int(hv.get("db_memory_bytes", 0))
-                for d in hv.get("candidate_drives") or []:
-                    drives.append(
-                        LabDrive(
-                            name=d["name"],
-                            device=d["device"],
-                            cls=d.get("class", "?"),
-                            size_bytes=int(d["size_bytes"]),
-                            iops_cap=int(d.get("iops_cap") or 0),
-                            backing_file=d.get("backing_file", ""),
-                            # a container host's device is a link of its own /dev
-                            attached=_attached(d.get("backing_file", ""))
-                            and (kind == "container" or os.path.exists(d["device"])),
-                        )
-                    )
+                )
     return LabStatus(
         inventory=str(path),
         subnet=top.get("vars", {}).get("drivelab_lab_subnet", "?"),
