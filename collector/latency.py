@@ -94,17 +94,22 @@ def _rate(g: GatheredRun) -> tuple[int | None, str, float | None]:
 
 
 def summarize_span(
-    series: LatencySeries, first: int, last: int, points: Sequence[LatencyPoint] | None = None
+    series: LatencySeries,
+    first: int,
+    last: int,
+    points: Sequence[LatencyPoint] | None = None,
+    rate: float | None = None,
 ) -> dict[str, Any]:
     """Latency figures of ``series`` over the whole seconds ``first`` to ``last``:
-    percentiles and max (ms), transactions, tps, seconds, skipped, late, the lag reading."""
+    percentiles and max (ms), transactions, tps, seconds, skipped, late, the lag reading
+    (against ``rate``, the rate asked of the series' clients together, when given)."""
     at = _span(series, first, last)
     pct = window_percentiles(series, first, last, (0.50, 0.95, 0.99))
     n = int(np.asarray(series.transactions[at]).sum())
     seconds = last - first + 1
     top = float(np.asarray(series.max_us[at]).max()) / 1e3 if n else None
     pts = (points if points is not None else latency_points(series))[at]
-    lag = read_lag(pts)
+    lag = read_lag(pts, rate)
     return {
         "p50_ms": _ms(pct[0.50]),
         "p95_ms": _ms(pct[0.95]),
@@ -139,9 +144,9 @@ def window_summary(g: GatheredRun) -> dict[str, Any] | None:
     span = window_seconds(g.stats().window)
     if span is None:
         return None
-    out = summarize_span(merged, *span)
     rate, rate_per, limit = _rate(g)
     hosts = len(g.run.clients)
+    out = summarize_span(merged, *span, rate=rate * hosts if rate else None)
     out |= {
         "rate_per_host": rate,
         "rate_total": rate * hosts if rate else None,
@@ -152,7 +157,8 @@ def window_summary(g: GatheredRun) -> dict[str, Any] | None:
 
 
 def client_summaries(g: GatheredRun) -> dict[str, dict[str, Any]]:
-    """Each client's latency over its own whole run (the seconds its log spans)."""
+    """Each client's latency over its own whole run (the seconds its log spans). Its lag
+    reading is not held against the rate: the first and last seconds are partial."""
     out = {}
     for name, series in (getattr(g, "latency", None) or {}).items():
         if series is None or not series.seconds:

@@ -301,7 +301,9 @@ class LagReading:
     are the medians of the per-second mean lag over the first and the last quarter of
     the seconds; ``bound_s`` is the growth the rule tolerates; ``service_s`` the mean
     latency less the lag (the time a transaction took once started);
-    ``skipped_ratio`` is skipped / (successful + skipped)."""
+    ``skipped_ratio`` is skipped / (successful + skipped); ``scheduled_ratio`` the
+    transactions scheduled (successful + skipped) over those the rate asked, where the
+    reader was given the rate (else None)."""
 
     sustained: bool
     reason: str
@@ -314,6 +316,7 @@ class LagReading:
     service_s: float
     skipped_ratio: float
     seconds: int
+    scheduled_ratio: float | None = None
 
 
 @dataclass(frozen=True)

@@ -444,8 +444,10 @@ RATE_SWEEP = """\
 def test_a_rate_sweep_stores_each_step_with_its_p99_and_reports_them_by_rate(lab2, tmp_path):
     """Three total rates (given out of order) split over two client hosts, on nvme (it
     held 800/s in all in tests/data/txlog-rate): three runs, each with its window's p99
-    and the -R and -L pgbench ran; the report's latency table lists them by rate, each
-    achieved within 15 % of the rate asked."""
+    and the -R and -L pgbench ran; the report's latency table lists them by rate. A step
+    the report says held was achieved within 15 % of the rate asked; one it says did not
+    has its reason printed (CI had 339.2/s at 400/s asked: the clients, sharing 2 cores
+    with the unit tests, ran behind their schedule, and the report said nothing)."""
     scenario = tmp_path / "rate-sweep.yml"
     scenario.write_text(textwrap.dedent(RATE_SWEEP))
     env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"))
@@ -493,9 +495,14 @@ def test_a_rate_sweep_stores_each_step_with_its_p99_and_reports_them_by_rate(lab
     end = next(i for i in range(at, len(lines)) if lines[i].startswith("rate/s: "))
     table = [line.split() for line in lines[at + 3 : end]]
     assert [r[0] for r in table] == ["100", "200", "400"], report.stdout
+    text = " ".join(report.stdout.split())
     for r in table:
-        assert abs(float(r[1].replace(",", "")) / int(r[0]) - 1) < 0.15, r
         assert float(r[4].replace(",", "")) > 0, r  # p99 ms
+        if r[7] == "yes":
+            assert abs(float(r[1].replace(",", "")) / int(r[0]) - 1) < 0.15, r
+        else:
+            assert "rate not sustained" in text, report.stdout
+    assert table[0][7] == "yes", report.stdout  # 100/s of the 800/s nvme holds
     assert "given total" in " ".join(report.stdout.split())
 
 

@@ -195,6 +195,26 @@ def test_lag_reading(run):
             assert "skipped" in reading.reason
 
 
+@pytest.mark.parametrize("run", [r for r, (_, held) in RUNS.items() if held])
+def test_lag_reading_holds_the_schedule_to_the_rate_asked(run):
+    """The sustained runs, over their whole seconds on all clients: held against the
+    rate they were asked (-R per client host x 2); against twice it, which the clients
+    never scheduled, not sustained, the reason naming the shortfall."""
+    per_host = int(run.split("-r")[1].split("-")[0])
+    merged = txlog.merge_latency_series(
+        _summary(run, _files(run, c)).latency_series for c in CLIENTS
+    )
+    points = txlog.latency_points(merged)[1:-1]  # the partial first and last seconds
+    held = txlog.read_lag(points, rate=2 * per_host)
+    assert held.sustained, held.reason
+    assert held.scheduled_ratio > 0.85  # 20/s over 6 s: 0.88, within Poisson's 3 sd
+    short = txlog.read_lag(points, rate=4 * per_host)
+    assert not short.sustained
+    assert short.reason.startswith("rate not sustained: the clients scheduled"), short.reason
+    assert f"of the {4 * per_host:,}/s asked" in short.reason
+    assert txlog.read_lag(points).scheduled_ratio is None
+
+
 def test_lag_reading_needs_the_lag_column():
     plain = DATA.parent / "pgbench" / "run1_log__pgbench_log.9435.head20.txt"
     log = pgbench.summarize_txlog(plain)
