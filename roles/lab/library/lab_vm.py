@@ -12,9 +12,10 @@ boot before the network and sshd start.
 
 Acceleration: kvm where /dev/kvm opens and a guest really boots on it, tcg otherwise.
 "Really boots" is tried, not assumed (a nested machine can have a /dev/kvm whose guests
-hang in early boot): accel auto boots under kvm once and, if sshd has not answered within
-kvm_probe seconds, stops it and boots under tcg; the verdict is kept in accel_file with
-the machine's kernel release, so the probe is paid once per machine."""
+hang in early boot, or a qemu that aborts at once): accel auto boots under kvm once and,
+if qemu does not start or sshd has not answered within kvm_probe seconds, stops it and
+boots under tcg; the verdict is kept in accel_file with the machine's kernel release, so
+the probe is paid once per machine."""
 
 from __future__ import annotations
 
@@ -403,8 +404,19 @@ def boot(p, base):
     else:
         order = ["kvm", "tcg"] if kvm_usable() else ["tcg"]
     for accel in order:
-        pid, argv = start(p, base, accel)
         probing = p["accel"] == "auto" and verdict is None and accel == "kvm"
+        try:
+            pid, argv = start(p, base, accel)
+        except LabError as err:
+            # qemu may also die at once under kvm where /dev/kvm opens (a nested host:
+            # "kvm_buf_set_msrs: Assertion ... failed" on a CI machine): tcg then too
+            if not probing:
+                raise
+            left = running(f"{base}/qemu.pid")
+            if left:
+                stop(left, f"{base}/qmp.sock", grace=5.0)
+            save_verdict(p["accel_file"], "tcg", f"under kvm, {err}")
+            continue
         seconds, why = wait_ssh(p["address"], pid, p["kvm_probe"] if probing else p["timeout"])
         if seconds is not None:
             if p["accel"] == "auto" and verdict is None:
