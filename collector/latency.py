@@ -146,10 +146,11 @@ def window_summary(g: GatheredRun) -> dict[str, Any] | None:
         return None
     rate, rate_per, limit = _rate(g)
     hosts = len(g.run.clients)
-    out = summarize_span(merged, *span, rate=rate * hosts if rate else None)
+    total = rate * hosts if rate else None
+    out = summarize_span(merged, *span, rate=total)
     out |= {
         "rate_per_host": rate,
-        "rate_total": rate * hosts if rate else None,
+        "rate_total": total,
         "rate_per": rate_per,
         "latency_limit_ms": limit,
     }
