@@ -98,9 +98,9 @@ def on_all(
         return {h: f.result() for h, f in futures.items()}
 
 
-#: where provision.yml keeps each host's stamp (its plays "Provisioned already" and, the
-#: last tasks of each host, "PostgreSQL server, pgbench clients, and their stamps"; mode
-#: 0644, so no privilege is needed to read it)
+#: where provision.yml keeps each host's stamp and the boot it was written in (its plays
+#: "Provisioned already" and, the last tasks of each host, "PostgreSQL server, pgbench
+#: clients, and their stamps"; mode 0644, so no privilege is needed to read it)
 STAMP_DIR = "/var/lib/drivelab/provisioned"
 
 #: read_stamps' exit status for "no stamp on this host" (cat's own is 1 for any error)
@@ -117,10 +117,24 @@ def read_stamps(
 
     def command(h: str) -> str:
         f = shlex.quote(f"{where}/{h}")
-        return f"if [ -e {f} ]; then cat {f}; else exit {_NO_STAMP}; fi"
+        return f"if [ -e {f} ]; then cat {f} {BOOT_ID}; else exit {_NO_STAMP}; fi"
 
     answers = on_all(settings, command, timeout)
     return {
-        h: a.out.strip() if a.rc == 0 else "" if a.rc == _NO_STAMP else None
+        h: _current_boot(a.out) if a.rc == 0 else "" if a.rc == _NO_STAMP else None
         for h, a in answers.items()
     }
+
+
+#: the kernel's id of this boot; a stamp's second line is the one it was written in
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def _current_boot(out: str) -> str:
+    """The stamp of ``out`` (its two lines, then this boot's id) if written in this boot;
+    else the stamp marked so, which matches no hash: a host booted since provisioning
+    has lost its mounts and its running cluster, and is provisioned again."""
+    lines = out.split()
+    if len(lines) == 3 and lines[1] == lines[2]:
+        return lines[0]
+    return f"{lines[0] if lines else ''} (written before this boot)"

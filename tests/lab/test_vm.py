@@ -4,20 +4,28 @@ namespaces of one NVMe controller, virtio disks), the clients containers. One la
 module: the guest is its own kernel with a stock cgroup v2 and every drive where the
 inventory says by its by-id path; the gate refuses real device stacks (an md member not
 assembled, an LVM physical volume, the sibling namespace under a declared namespace id, a
-partition of the root disk) in one line each and writes nothing; md RAID 1 and RAID 10
-run end to end through `drivelab run`; `lab down` leaves only the caches."""
+partition of the root disk) in one line each and writes nothing; md RAID 1 runs end to end
+through `drivelab run`, and RAID 10 too, once the VM is reset in the middle of its first
+repetition (that run ends failed, the next one mounts the array again and completes);
+`lab down` leaves only the caches."""
 
 from __future__ import annotations
 
 import json
+import os
 import platform
+import signal
+import socket
 import sqlite3
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.lab.conftest import (
+    BIN,
     REPO,
     assert_no_lab,
     container_image_built_ahead,
@@ -25,6 +33,7 @@ from tests.lab.conftest import (
     drivelab,
     lab_inventory,
     on_hosts,
+    wait_for,
 )
 from tests.lab.test_gate import run_playbook
 
@@ -39,12 +48,28 @@ baseline: md1
 drives: []
 raid:
   - {name: md1, drives: [raid1, raid2], level: raid1, method: mdadm}
-  - {name: md10, drives: [raid1, raid2, raid3, raid4], level: raid10, method: mdadm}
 filesystems: [{fs: ext4, mount_options: noatime}]
 placement: [cluster]
 workload: {scale: [1], clients_per_host: 2, threads: 1, duration: 5}
 hosts: [1]
 repetitions: 1
+"""
+#: RAID 10 over the same virtio disks (md1's array stopped and wiped first), drivelab's
+#: cluster with a tablespace on it: after a reset, PostgreSQL's crash recovery needs it
+#: mounted before the cluster starts
+RESET_SCENARIO = """\
+---
+name: vm-reset
+baseline: md10
+drives: []
+raid:
+  - {name: md10, drives: [raid1, raid2, raid3, raid4], level: raid10, method: mdadm}
+filesystems: [{fs: ext4, mount_options: noatime}]
+placement: [tablespace]
+workload: {scale: [1], clients_per_host: 2, threads: 1, duration: 12}
+hosts: [1]
+repetitions: 1
+retries: 0
 """
 
 
@@ -168,23 +193,99 @@ def test_the_gate_refuses_real_device_stacks_in_one_line_each_and_writes_nothing
         assert want in text, (want, refusals)
 
 
-def test_md_raid1_and_raid10_run_end_to_end(vm_lab, tmp_path):
+def stored_runs(db: Path) -> list[tuple]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(
+            "SELECT c.drive, r.repetition, r.status, r.reason FROM runs r"
+            " JOIN cells c ON c.id = r.cell_id ORDER BY r.id"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def test_md_raid1_runs_end_to_end(vm_lab, tmp_path):
     path = tmp_path / "vm-md-raid.yml"
     path.write_text(RAID_SCENARIO)
     db = tmp_path / "results.db"
     proc = drivelab("run", str(path), "--db", str(db), "--no-check", timeout=1800)
-    assert "md10" in proc.stdout, proc.stdout
-    con = sqlite3.connect(db)
-    try:
-        runs = con.execute(
-            "SELECT c.drive, r.status FROM runs r JOIN cells c ON c.id = r.cell_id ORDER BY c.drive"
-        ).fetchall()
-    finally:
-        con.close()
-    assert runs == [("md1", "complete"), ("md10", "complete")], runs
-    # the last cell's array, as the DB host's own kernel has it
+    assert "md1" in proc.stdout, proc.stdout
+    assert [r[:3] for r in stored_runs(db)] == [("md1", 0, "complete")], stored_runs(db)
+    # the cell's array, as the DB host's own kernel has it
     mdstat = on_db("cat /proc/mdstat")
-    assert "raid10" in mdstat and "[UUUU]" in mdstat, mdstat
+    assert "raid1" in mdstat and "[UU]" in mdstat, mdstat
+
+
+def system_reset(vm_dir: str) -> None:
+    """The guest reset as by its reset button (QMP system_reset): no shutdown, the page
+    cache and every write in flight lost."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(f"{vm_dir}/qmp.sock")
+        replies = sock.makefile("rb")
+        replies.readline()  # the greeting
+        for command in ("qmp_capabilities", "system_reset"):
+            sock.sendall(json.dumps({"execute": command}).encode() + b"\n")
+            while "return" not in (reply := json.loads(replies.readline())):
+                assert "error" not in reply, reply
+
+
+def client_in_pgbench() -> bool:
+    out = on_hosts("client1", "pgrep -f '[p]gbench .*-T ' || echo none")["client1"]
+    return "none" not in out
+
+
+def db_answers() -> bool:
+    try:
+        return on_hosts("dbhost", "echo up", timeout=60)["dbhost"].strip() == "up"
+    except (AssertionError, subprocess.TimeoutExpired):
+        return False
+
+
+def test_a_reset_in_a_repetition_fails_the_run_and_the_next_run_mounts_again_and_completes(
+    vm_lab, tmp_path
+):
+    """The VM reset (qemu system_reset) while the clients run pgbench: that run ends with
+    the repetition failed, its reason one line, and leaves the lease to be taken over;
+    the next `drivelab run` provisions the rebooted host again (its stamp is of another
+    boot), assembles and mounts the array before PostgreSQL's crash recovery, and the
+    repetition completes."""
+    path = tmp_path / "vm-reset.yml"
+    path.write_text(RESET_SCENARIO)
+    db = tmp_path / "results.db"
+    vm_dir = lab_inventory()["all"]["children"]["db"]["hosts"]["dbhost"]["drivelab_lab_vm"]
+    boot = on_db("cat /proc/sys/kernel/random/boot_id").strip()
+    env = dict(os.environ, COLUMNS="200")
+    first = subprocess.Popen(
+        [str(BIN / "drivelab"), "run", "--no-check", "--no-telemetry", str(path), "--db", str(db)],
+        cwd=REPO, env=env, start_new_session=True, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_for(client_in_pgbench, 1200, "client1's pgbench -T", every=2)
+        time.sleep(3)
+        system_reset(vm_dir)
+        out, _ = first.communicate(timeout=900)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+    runs = stored_runs(db)
+    assert [r[:3] for r in runs] == [("md10", 0, "failed")], (runs, out[-3000:])
+    reason = runs[0][3]
+    assert reason and "\n" not in reason, reason
+    assert "Traceback" not in out, out[-3000:]
+    wait_for(db_answers, 600, "the DB host's sshd after the reset", every=5)
+    assert on_db("cat /proc/sys/kernel/random/boot_id").strip() != boot, "the VM did not reboot"
+    # the run's process is gone: its lease, left on the DB host, is taken over at once
+    proc = drivelab("run", "--no-check", "--no-telemetry", str(path), "--db", str(db),
+                    check=False, timeout=1800)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "took dbhost over" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    runs = stored_runs(db)
+    assert [r[:3] for r in runs] == [("md10", 0, "failed"), ("md10", 0, "complete")], runs
+    mdstat = on_db("cat /proc/mdstat; findmnt -n -o SOURCE /srv/drivelab/md10")
+    assert "raid10" in mdstat and "[UUUU]" in mdstat and "/dev/md" in mdstat, mdstat
 
 
 def test_lab_down_leaves_only_the_caches(vm_lab):

@@ -71,12 +71,20 @@ def test_a_host_not_answering_is_left_to_ansible_which_names_it(sshd, tmp_path, 
 def test_stamps_are_read_as_the_hosts_have_them(sshd, tmp_path):
     folder = tmp_path / "stamps"
     folder.mkdir()
-    (folder / "db1").write_text("abc123\n")
-    (folder / "c 1").write_text("def456\n")  # a name the shell must not split
-    _, doc = inventory(tmp_path, {"db1": host(sshd)}, {"c 1": host(sshd), "c2": host(sshd)})
-    settings = sshhosts.settings_of(doc, ["db1", "c 1", "c2"])
+    boot = Path(sshhosts.BOOT_ID).read_text().strip()
+    (folder / "db1").write_text(f"abc123\n{boot}\n")
+    (folder / "c 1").write_text(f"def456\n{boot}\n")  # a name the shell must not split
+    # written before the host's last boot (or by a drivelab that kept no boot): not current
+    (folder / "c3").write_text("abc123\n00000000-0000-0000-0000-000000000000\n")
+    (folder / "c4").write_text("abc123\n")
+    clients = {name: host(sshd) for name in ("c 1", "c2", "c3", "c4")}
+    _, doc = inventory(tmp_path, {"db1": host(sshd)}, clients)
+    settings = sshhosts.settings_of(doc, ["db1", *clients])
     stamps = sshhosts.read_stamps(settings, folder=str(folder))
-    assert stamps == {"db1": "abc123", "c 1": "def456", "c2": ""}  # c2: none on the host
+    assert stamps == {
+        "db1": "abc123", "c 1": "def456", "c2": "",  # c2: none on the host
+        "c3": "abc123 (written before this boot)", "c4": "abc123 (written before this boot)",
+    }  # fmt: skip
 
 
 def test_a_stamp_not_read_is_never_taken_for_none(sshd, tmp_path):

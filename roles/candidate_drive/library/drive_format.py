@@ -59,7 +59,15 @@ options:
   protected_paths: {description: more paths whose devices are never touched, type: list, elements: str, default: []}
   state_dir: {description: where drivelab records what it made, type: path, required: true}
   mount_root: {description: drivelab's mount points live here, type: path, required: true}
-  state: {description: present (made and mounted) or absent, type: str, choices: [present, absent], default: present}
+  state:
+    description:
+      - present (made and mounted), absent, or mounted (drivelab's filesystem of this name
+        as its record says: members, filesystem and options read from the record, the
+        members gated again, a stopped md array assembled by its recorded UUID, mounted;
+        never made: after a reboot, before PostgreSQL starts)
+    type: str
+    choices: [present, absent, mounted]
+    default: present
 """
 
 LABEL_MAX = {"ext4": 16, "xfs": 12, "btrfs": 255}
@@ -101,6 +109,27 @@ def unmount(cmds, name, point):
     raise Refusal(f"{point}: could not unmount it (busy?)")
 
 
+def assemble(cmds, name, rec, gated):
+    """drivelab's stopped md array ``name`` assembled from its gated members by the UUID
+    it recorded, under drivelab's name for it. An array of those members assembled under
+    another name (the kernel's md127 after a boot) is refused: drivelab stops only
+    arrays it knows by name."""
+    other = sorted({h for g in gated for h in g["own_md_holders"]})
+    if other:
+        raise Refusal(
+            f"{name}: its md array is assembled as /dev/{other[0]}, not as {md_path(name)}:"
+            f" stop it (mdadm --stop /dev/{other[0]}) and run again"
+        )
+    if not rec.get("md_uuid"):
+        raise Refusal(f"{name}: its record holds no md array UUID to assemble it by")
+    sh(cmds.mdadm_assemble(name, rec["md_uuid"], [g["device"] for g in gated]))
+    for _ in range(50):  # udev makes the /dev/md/ link
+        if os.path.exists(md_path(name)):
+            return
+        time.sleep(0.1)
+    raise Refusal(f"{name}: mdadm assembled its array but {md_path(name)} did not appear")
+
+
 def mount_point_ready(point):
     """The mount point exists as an empty folder (drivelab never mounts over data)."""
     if os.path.islink(point):
@@ -119,7 +148,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "name": {"type": "str", "required": True},
-            "members": {"type": "list", "elements": "str", "required": True},
+            "members": {"type": "list", "elements": "str"},
             "inventory": {"type": "list", "elements": "dict", "required": True},
             "fs": {"type": "str", "choices": ["ext4", "xfs", "btrfs"], "default": "ext4"},
             "mkfs_options": {"type": "list", "elements": "str", "default": []},
@@ -130,8 +159,13 @@ def main():
             "protected_paths": {"type": "list", "elements": "str", "default": []},
             "state_dir": {"type": "path", "required": True},
             "mount_root": {"type": "path", "required": True},
-            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+            "state": {
+                "type": "str",
+                "choices": ["present", "absent", "mounted"],
+                "default": "present",
+            },
         },
+        required_if=[("state", "present", ["members"]), ("state", "absent", ["members"])],
         supports_check_mode=True,
     )
     try:
@@ -153,8 +187,28 @@ def main():
         )
 
 
+#: what a record holds of the request it was made for (state: mounted takes them from it)
+RECORDED = ("members", "fs", "mkfs_options", "raid_level", "raid_method", "mount_options")
+
+
+def as_recorded(params):
+    """``params`` with the request read from drivelab's record of filesystem ``name``
+    (state: mounted), or None when drivelab recorded none of that name."""
+    rec = own_records(params["state_dir"]).get(params["name"])
+    if not rec:
+        return None
+    if not isinstance(rec.get("members"), list) or not rec["members"]:
+        raise Refusal(f"{params['name']}: its record in {params['state_dir']} names no members")
+    return {**params, **{k: rec[k] for k in RECORDED if rec.get(k) is not None}}
+
+
 def run(module):
     p = module.params
+    if p["state"] == "mounted":
+        p = as_recorded(p)
+        if p is None:
+            module.exit_json(changed=False, msg=f"{module.params['name']}: drivelab made no"
+                             " filesystem of that name here")  # fmt: skip
     name, members, fs, level = p["name"], p["members"], p["fs"], p["raid_level"]
     method = p["raid_method"] if level != "none" else "none"
     if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", name):
@@ -236,14 +290,41 @@ def run(module):
         module.exit_json(changed=True, msg=f"{name}: unmounted and wiped its drivelab marker")
 
     same = rec and {k: rec.get(k) for k in want} == want and all(g["own"] for g in gated)
-    if same and method == "mdadm":
-        same = os.path.exists(md_path(name))
+    if p["state"] == "mounted" and not same:
+        raise Refusal(
+            f"{name}: its drives no longer carry the filesystem drivelab recorded"
+            f" ({', '.join(devices)}); nothing was mounted"
+        )
     if same:
-        target = rec["device"]
-        if target == md_path(name):
+        # the device by the name the kernel gave it in this boot (an NVMe namespace may
+        # be renamed by a reboot), an array drivelab made assembled if it is stopped
+        target = devices[0]
+        if method == "mdadm":
+            target = md_path(name)
+            if not os.path.exists(target):
+                if module.check_mode:
+                    module.exit_json(changed=True, devices=devices,
+                                     msg=f"would assemble {target} and mount {point}")  # fmt: skip
+                assemble(cmds, name, rec, gated)
             cmds.extra.add(target)
+        found = signatures(target)[1].get("UUID")
+        others = {r["uuid"]: n for n, r in recs.items() if n != name}
+        if found != rec["uuid"] and p["state"] == "mounted" and found in others:
+            # a record left from before its drives were made into another of drivelab's
+            # filesystems (a Btrfs RAID's members since formatted one by one)
+            reason = f"{name}: its drives now carry drivelab's {others[found]}: not mounted"
+            module.warn(reason)
+            module.exit_json(changed=False, skip_reason=reason)
+        if found != rec["uuid"]:
+            raise Refusal(
+                f"{name}: {target} carries UUID {found or 'none'}, not the {rec['uuid']}"
+                " drivelab recorded; nothing was mounted"
+            )
+        rec = {**rec, "device": target, "devices": devices}
         now = mounted_at(point)
         if now and rec.get("mount_options", opts) == opts:
+            if rec != recs[name]:
+                write_record(p["state_dir"], rec)
             module.exit_json(changed=False, uuid=rec["uuid"], device=target, devices=devices,
                              label=rec["label"], mount_point=point)  # fmt: skip
         if module.check_mode:

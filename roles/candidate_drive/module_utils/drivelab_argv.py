@@ -488,6 +488,20 @@ class Commands:
              f"--raid-devices={len(devs)}", "--metadata=1.2", "--run", "--force", *devs]
         )  # fmt: skip
 
+    def mdadm_assemble(self, name, md_uuid, devices):
+        """mdadm --assemble of drivelab's array ``name`` from gated members, by its UUID
+        (32 hex digits, any of - : . between them, as blkid and mdadm print it)."""
+        devs = [self._device(d) for d in devices]
+        digits = re.sub(r"[-:.]", "", str(md_uuid))
+        if not re.fullmatch(r"[0-9a-fA-F]{32}", digits):
+            raise Refusal(f"{name}: md array UUID {md_uuid!r} is not 32 hex digits")
+        self._point(name)  # the same name rules
+        md = md_path(name)
+        self.extra.add(md)
+        return self.seal(
+            [self._tool("mdadm"), "--assemble", md, f"--uuid={md_uuid}", "--run", *devs]
+        )
+
     def mdadm_stop(self, name):
         md = md_path(name)
         return self.seal([self._tool("mdadm"), "--stop", md], allowed=[md])

@@ -690,11 +690,15 @@ def check(
         openers = held_open_by(members)
         if openers:
             raise Refusal(f"{where}: is held open by {', '.join(openers)}")
-        try:
-            fd = os.open(real, os.O_RDONLY | os.O_EXCL)
-        except OSError as err:
-            raise Refusal(f"{where}: cannot be opened exclusively ({err.strerror})") from err
-        os.close(fd)
+        # the md driver holds the members of an assembled array exclusively: a member of
+        # drivelab's own array (assembled at boot, not mounted) is judged by the array,
+        # which no process has open (above) and nothing mounts (mount table, above)
+        if not own_md:
+            try:
+                fd = os.open(real, os.O_RDONLY | os.O_EXCL)
+            except OSError as err:
+                raise Refusal(f"{where}: cannot be opened exclusively ({err.strerror})") from err
+            os.close(fd)
     return {
         "name": drive,
         "device": real,
