@@ -224,6 +224,7 @@ def test_forbidden_mount_options_are_refused_naming_them(fs, opts, expected):
         (lambda c: c.mdadm_assemble("md", "0" * 32, [GATED[0], OTHER]), "not a device the gate passed"),
         (lambda c: c.mdadm_assemble("md", "/dev/loop29", GATED[:2]), "is not 32 hex digits"),
         (lambda c: c.mdadm_assemble("../md", "0" * 32, GATED[:2]), "must be a plain name"),
+        (lambda c: c.mdadm_stop_kernel_name("../sda"), "not a kernel md array name"),
         (lambda c: c.mount("ext4", OTHER, "nvme", "noatime"), "not a device the gate passed"),
         (lambda c: c.mount("btrfs", GATED[0], "r", "noatime", [GATED[0], OTHER]), "not a device the gate passed"),
         (lambda c: c.mount("ext4", GATED[0], "../etc", "noatime"), "must be a plain name under /srv/drivelab"),
@@ -231,7 +232,7 @@ def test_forbidden_mount_options_are_refused_naming_them(fs, opts, expected):
         (lambda c: c.mkfs("ext4", "/dev/loop29", [], GATED[:1]), "label '/dev/loop29' is not drivelab's"),
         (lambda c: c.seal(["/usr/sbin/mkfs.ext4", "-E", "x=/dev/loop29", GATED[0]]), "names /dev/loop29"),
     ],
-    ids=["wipefs", "mkfs", "btrfs-raid", "ext4-two", "mdadm", "assemble", "assemble-uuid", "assemble-name", "mount", "btrfs-device", "point", "umount", "label", "seal"],
+    ids=["wipefs", "mkfs", "btrfs-raid", "ext4-two", "mdadm", "assemble", "assemble-uuid", "assemble-name", "stop-kname", "mount", "btrfs-device", "point", "umount", "label", "seal"],
 )  # fmt: skip
 def test_no_command_names_a_device_the_gate_did_not_pass(build, expected):
     with pytest.raises(argv.Refusal) as info:
@@ -245,6 +246,8 @@ def test_a_stopped_array_is_assembled_by_its_recorded_uuid_from_gated_members_on
     assert made == ["/usr/sbin/mdadm", "--assemble", "/dev/md/drivelab-md10", f"--uuid={uuid}",
                     "--run", *GATED]  # fmt: skip
     assert builder().mdadm_assemble("md1", "5d6b3a2e:91c44f0e:8a7d0123:456789ab", GATED[:2])
+    # as the kernel assembled it at boot (md127), stopped by that name only
+    assert builder().mdadm_stop_kernel_name("md127") == ["/usr/sbin/mdadm", "--stop", "/dev/md127"]
 
 
 def test_mount_root_must_be_a_real_folder():

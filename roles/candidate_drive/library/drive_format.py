@@ -31,6 +31,7 @@ from ansible.module_utils.drivelab_argv import (
 )
 from ansible.module_utils.drivelab_gate import (
     check,
+    holders_of,
     mounts,
     own_marks,
     own_records,
@@ -109,19 +110,32 @@ def unmount(cmds, name, point):
     raise Refusal(f"{point}: could not unmount it (busy?)")
 
 
+def hex_digits(uuid):
+    return re.sub(r"[^0-9a-f]", "", str(uuid or "").lower())
+
+
 def assemble(cmds, name, rec, gated):
-    """drivelab's stopped md array ``name`` assembled from its gated members by the UUID
-    it recorded, under drivelab's name for it. An array of those members assembled under
-    another name (the kernel's md127 after a boot) is refused: drivelab stops only
-    arrays it knows by name."""
-    other = sorted({h for g in gated for h in g["own_md_holders"]})
-    if other:
-        raise Refusal(
-            f"{name}: its md array is assembled as /dev/{other[0]}, not as {md_path(name)}:"
-            f" stop it (mdadm --stop /dev/{other[0]}) and run again"
-        )
+    """drivelab's md array ``name`` assembled from its gated members by the UUID it
+    recorded, under drivelab's name for it. At boot the kernel assembles it as it finds
+    it (``/dev/md127``: the homehost in its name is not known in the initramfs): that
+    array is stopped first, when it is exactly this one (every gated member in it, each
+    carrying the recorded UUID; the gate found it unmounted and open in no process)."""
     if not rec.get("md_uuid"):
         raise Refusal(f"{name}: its record holds no md array UUID to assemble it by")
+    other = sorted({h for g in gated for h in g["own_md_holders"]})
+    if other:
+        ours = (
+            len(other) == 1
+            and all(g["own_md_holders"] == other for g in gated)
+            and all(hex_digits(g["uuid"]) == hex_digits(rec["md_uuid"]) for g in gated)
+            and len(os.listdir(f"/sys/class/block/{other[0]}/slaves")) == len(gated)
+        )
+        if not ours:
+            raise Refusal(
+                f"{name}: its members are held by /dev/{', /dev/'.join(other)}, not"
+                f" drivelab's array {md_path(name)} alone; nothing was changed"
+            )
+        sh(cmds.mdadm_stop_kernel_name(other[0]))
     sh(cmds.mdadm_assemble(name, rec["md_uuid"], [g["device"] for g in gated]))
     for _ in range(50):  # udev makes the /dev/md/ link
         if os.path.exists(md_path(name)):
@@ -369,6 +383,11 @@ def run(module):
                 if os.path.exists(md_path(old)):
                     sh(cmds.mdadm_stop(old))
                 os.unlink(os.path.join(p["state_dir"], f"{old}.json"))
+        # one the kernel assembled at boot by a name of its own (md127): drivelab's all
+        # the same (the gate found its members' superblocks drivelab's, with a recorded
+        # UUID), unmounted (gated) and open in no process
+        for kname in sorted({h for g in gated for h in holders_of(g["kname"])}):
+            sh(cmds.mdadm_stop_kernel_name(kname))
     # re-check, now unmounted: nothing else may hold these devices
     gated = gate({})
     if [g["device"] for g in gated] != devices:

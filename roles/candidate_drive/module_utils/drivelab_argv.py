@@ -502,6 +502,14 @@ class Commands:
             [self._tool("mdadm"), "--assemble", md, f"--uuid={md_uuid}", "--run", *devs]
         )
 
+    def mdadm_stop_kernel_name(self, kname):
+        """mdadm --stop of an array by the kernel's name for it (md127), which the caller
+        has found to be drivelab's own, made of gated members only."""
+        if not re.fullmatch(r"md[0-9]+", str(kname)):
+            raise Refusal(f"{kname!r}: not a kernel md array name (md<number>)")
+        md = f"/dev/{kname}"
+        return self.seal([self._tool("mdadm"), "--stop", md], allowed=[md])
+
     def mdadm_stop(self, name):
         md = md_path(name)
         return self.seal([self._tool("mdadm"), "--stop", md], allowed=[md])
