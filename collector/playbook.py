@@ -331,8 +331,22 @@ def run_playbook(
         if failures:
             first = failures[0]
             raise PlaybookFailed(f"{what}: {first['host']}: {first['msg']} (log: {log})", failures)
-        tail = [ln.strip() for ln in lines if ln.strip()][-1:] or ["no output"]
         raise PlaybookFailed(
-            f"{what}: ansible-playbook exited {proc.returncode}: {tail[0]} (log: {log})"
+            f"{what}: ansible-playbook exited {proc.returncode}: {exit_reason(lines)} (log: {log})"
         )
     return result
+
+
+def exit_reason(lines: list[str]) -> str:
+    """What an ansible-playbook that failed before any task (no failure recorded) said, in
+    one line: its first error with the file, line and column it names (``[ERROR]:`` and
+    ``Origin:``, as ansible-core prints a playbook or inventory it cannot read), else its
+    last line of output."""
+    text = [ln.strip() for ln in lines if ln.strip()]
+    error = next((ln for ln in text if ln.startswith(("[ERROR]:", "ERROR!"))), None)
+    if error is None:
+        return text[-1] if text else "no output"
+    at = text.index(error)
+    origin = next((ln for ln in text[at + 1 : at + 4] if ln.startswith("Origin: ")), None)
+    reason = error.removeprefix("[ERROR]:").removeprefix("ERROR!").strip()
+    return f"{reason} ({origin.removeprefix('Origin: ')})" if origin else reason
