@@ -20,6 +20,7 @@ import socket
 import sqlite3
 import subprocess
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -90,12 +91,45 @@ def heads_and_tails(devices: list[str]) -> dict[str, str]:
     return {line.split()[0]: line for line in out.splitlines() if line.startswith("/dev/")}
 
 
+def db_answers_in_status() -> bool:
+    status = json.loads(drivelab("lab", "status", "--json").stdout)
+    return next(h for h in status["hosts"] if h["name"] == "dbhost")["ssh_answers"]
+
+
+def console_tail(lines: int = 30) -> str:
+    vm_dir = lab_inventory()["all"]["children"]["db"]["hosts"]["dbhost"]["drivelab_lab_vm"]
+    try:
+        text = (Path(vm_dir) / "console.log").read_text(errors="replace")
+    except OSError as err:
+        return f"(no console log: {err})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
 @pytest.fixture(scope="module")
 def vm_lab():
+    """The VM lab, up. Once in CI (one boot of eleven on this machine in a day) the guest answered SSH
+    at the end of its boot and stopped answering seconds later, qemu still running: it is
+    then booted once more, said as a warning with the end of its console, and a second
+    such boot fails the module with it."""
     container_image_built_ahead()
     drivelab("lab", "down")
     try:
-        yield drivelab("lab", "up", "--hosts", "vm", timeout=1800)
+        up = drivelab("lab", "up", "--hosts", "vm", timeout=1800)
+        try:
+            wait_for(db_answers_in_status, 60, "the VM's sshd after lab up", every=5)
+        except AssertionError:
+            warnings.warn(
+                "the VM DB host stopped answering SSH after lab up; booted again. Its console"
+                f" ended:\n{console_tail()}",
+                stacklevel=1,
+            )
+            drivelab("lab", "down")
+            up = drivelab("lab", "up", "--hosts", "vm", timeout=1800)
+            try:
+                wait_for(db_answers_in_status, 60, "the VM's sshd after lab up", every=5)
+            except AssertionError as err:
+                raise AssertionError(f"{err}; its console ended:\n{console_tail()}") from None
+        yield up
     finally:
         drivelab("lab", "down")
 
