@@ -24,7 +24,9 @@ LAB_DIRS = ("/var/lib/drivelab", "/dev/shm/drivelab")
 _shared = {"lab": None}
 
 
-def drivelab(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+def drivelab(
+    *args: str, check: bool = True, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     if args[:2] == ("lab", "down"):
         _shared["lab"] = None  # a test took the lab down: the next module builds its own
     # (a `lab up` that converges the lab with other options, --db-memory say, leaves it
@@ -32,6 +34,7 @@ def drivelab(*args: str, check: bool = True, timeout: float = 600) -> subprocess
     proc = subprocess.run(
         [str(BIN / "drivelab"), *args],
         cwd=REPO,
+        env=None if env is None else dict(os.environ, **env),
         capture_output=True,
         text=True,
         timeout=timeout,

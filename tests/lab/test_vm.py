@@ -27,6 +27,8 @@ import pytest
 import yaml
 
 from collector import physics
+from collector.pretest import summarize
+from collector.store import Store
 from tests.lab.conftest import (
     BIN,
     REPO,
@@ -56,6 +58,20 @@ placement: [cluster]
 workload: {scale: [1], clients_per_host: 2, threads: 1, duration: 5}
 hosts: [1]
 repetitions: 1
+"""
+#: the SATA disk and the NVMe namespace, each with its write cache on, then off: four
+#: cells, pg_test_fsync in both states on each drive's first
+WRITE_CACHE_SCENARIO = """\
+---
+name: vm-write-cache
+baseline: hdd7200
+drives: [hdd7200, nvme]
+write_cache: ["on", "off"]
+filesystems: [{fs: ext4, mount_options: noatime}]
+workload: {scale: [1], clients_per_host: 2, threads: 1, duration: 5}
+hosts: [1]
+repetitions: 1
+pretests: {pg_test_fsync: true, fsync_seconds: 1}
 """
 #: RAID 10 over the same virtio disks (md1's array stopped and wiped first), drivelab's
 #: cluster with a tablespace on it: after a reset, PostgreSQL's crash recovery needs it
@@ -229,37 +245,6 @@ def test_the_gate_refuses_real_device_stacks_in_one_line_each_and_writes_nothing
         assert want in text, (want, refusals)
 
 
-def test_smart_gives_the_rotation_rate_and_the_sata_and_nvme_write_caches_switch(vm_lab, tmp_path):
-    """The SATA disk's rotation rate comes from its SMART identify data (qemu's
-    rotation_rate=7200), not from the inventory, here made to say 5400; drivelab
-    switches the volatile write cache off and on again on the SATA disk (hdparm) and on
-    the NVMe controller (set-feature 6 on /dev/nvme0, not the namespace), and the device
-    facts and the drives themselves say each state as set."""
-    drives = [{**d, "rpm": 5400} if d["name"] == "hdd7200" else d for d in db_drives()]
-    by_name = {d["name"]: d for d in drives}
-    sata = on_db(f"readlink -f {by_name['hdd7200']['device']}").strip()
-    request = [{"name": n, "drives": [n], "fs": "ext4"} for n in ("hdd7200", "nvme")]
-    for state in ("off", "on"):
-        facts_dir = tmp_path / state  # the run folder drivelab run makes
-        facts_dir.mkdir()
-        proc, failures = run_playbook(
-            "playbooks/drives.yml",
-            {"candidate_drive_request": request, "candidate_drives": drives,
-             "candidate_drive_facts_dir": str(facts_dir), "candidate_drive_write_cache": state},
-        )  # fmt: skip
-        assert proc.returncode == 0, failures or proc.stdout[-3000:]
-        hdd = json.loads((facts_dir / "dbhost-hdd7200.json").read_text())
-        nvme = json.loads((facts_dir / "dbhost-nvme.json").read_text())
-        drive = physics.drive_from_facts("hdd7200", hdd)
-        assert (drive.rpm, drive.rpm_source) == (7200, "SMART"), drive
-        for facts in (hdd, nvme):
-            assert [w["state"] for w in facts["write_cache"]] == [state], facts["write_cache"]
-        seen = on_db(f"sudo hdparm -W {sata}; sudo nvme get-feature -f 6 /dev/nvme0")
-        bit = int(state == "on")
-        assert re.search(rf"write-caching\s*=\s*{bit} \({state}\)", seen), seen
-        assert re.search(rf"Current value:\s*(0x)?0*{bit}\b", seen), seen
-
-
 def stored_runs(db: Path) -> list[tuple]:
     con = sqlite3.connect(db)
     try:
@@ -269,6 +254,57 @@ def stored_runs(db: Path) -> list[tuple]:
         ).fetchall()
     finally:
         con.close()
+
+
+def test_write_cache_on_and_off_are_two_cells_each_as_set_with_smart_rotation_rate(
+    vm_lab, tmp_path
+):
+    """`write_cache: [on, off]` on the SATA disk (hdparm -W) and the NVMe namespace (the
+    volatile write cache, feature 6, set on the controller /dev/nvme0): two cells per
+    drive, each stored complete with its state in its device facts as the drive read it
+    back; pg_test_fsync ran in both states on each; the last state set is the drives'
+    own when read here; and the SATA disk's rotation rate is its SMART identify data's
+    (qemu's rotation_rate=7200), which the inventory does not declare."""
+    assert "rpm" not in next(d for d in db_drives() if d["name"] == "hdd7200")
+    path = tmp_path / "vm-write-cache.yml"
+    path.write_text(WRITE_CACHE_SCENARIO)
+    results = tmp_path / "results"
+    db = results / "drivelab.db"
+    proc = drivelab("run", str(path), "--db", str(db), "--no-check", "--no-telemetry", "--no-live",
+                    timeout=1800, env={"DRIVELAB_RESULTS": str(results)})  # fmt: skip
+    cells = {
+        (drive, wc): results / "runs" / "vm-write-cache" / f"{drive}-ext4-tablespace-s1-h1-tpcb-wc{wc}"
+        for drive in ("hdd7200", "nvme") for wc in ("on", "off")
+    }  # fmt: skip
+    assert sorted(r[:3] for r in stored_runs(db)) == sorted(
+        (drive, 0, "complete") for drive, _ in cells
+    ), (stored_runs(db), proc.stdout[-3000:])
+    for (drive, wc), cell_dir in cells.items():
+        facts = json.loads((cell_dir / "db" / f"dbhost-{drive}.json").read_text())
+        assert [w["state"] for w in facts["write_cache"]] == [wc], (drive, facts["write_cache"])
+        if drive == "hdd7200":
+            # the kernel follows the SATA disk (libata revalidates it): no flushes once off
+            want = "write through" if wc == "off" else "write back"
+            assert facts["write_cache"][0]["kernel_view"] == want, facts["write_cache"]
+            found = physics.drive_from_facts("hdd7200", facts)
+            assert (found.rpm, found.rpm_source) == (7200, "SMART"), found
+    kept = sorted(p.name for p in (results / "runs" / "vm-write-cache").glob("*/pretests/*"))
+    assert kept == [
+        f"pg_test_fsync-{drive}-wcache-{wc}.txt" for drive in ("hdd7200", "nvme") for wc in ("off", "on")
+    ], kept  # fmt: skip
+    with Store.open(db, create=False) as store:
+        sid = store.scenario("vm-write-cache").id
+        fsync = {
+            (p.drive, p.write_cache): p.fsync_per_s
+            for p in summarize(store.samples(sid, metric_prefix="drivelab_fsync_"))
+        }
+    print(f"pg_test_fsync fdatasync/s by drive and write cache: {fsync}")
+    assert set(fsync) == set(cells) and all(v and v > 0 for v in fsync.values()), fsync
+    # the last cells set it off; read on the drives themselves
+    sata = on_db(f"readlink -f {next(d['device'] for d in db_drives() if d['name'] == 'hdd7200')}")
+    seen = on_db(f"sudo hdparm -W {sata.strip()}; sudo nvme get-feature -f 6 /dev/nvme0")
+    assert re.search(r"write-caching\s*=\s*0 \(off\)", seen), seen
+    assert re.search(r"Current value:\s*(0x)?0+\b", seen), seen
 
 
 def test_md_raid1_runs_end_to_end(vm_lab, tmp_path):

@@ -44,6 +44,15 @@ def transport(kname):
         return None
 
 
+def kernel_view(kname):
+    """The block layer's view of the device's cache (whether it sends flushes)."""
+    try:
+        with open(f"/sys/block/{kname}/queue/write_cache", encoding="ascii") as fh:
+            return "write back" if parse_kernel_view(fh.read()) else "write through"
+    except (OSError, WriteCacheError) as err:
+        return f"unreadable ({err})"
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -74,13 +83,7 @@ def main():
         "control": None,
         "changeable": False,
     }
-    try:
-        with open(f"/sys/block/{kname}/queue/write_cache", encoding="ascii") as fh:
-            result["kernel_view"] = (
-                "write back" if parse_kernel_view(fh.read()) else "write through"
-            )
-    except (OSError, WriteCacheError) as err:
-        result["kernel_view"] = f"unreadable ({err})"
+    result["kernel_view"] = kernel_view(kname)
     tool, reason = control_for(kname, transport(kname))
     if tool is None:
         result.update(state="unchangeable", reason=reason)
@@ -144,6 +147,10 @@ def main():
             **result,
         )
     result["state"] = want
+    # the kernel's view after the set: libata revalidates a SATA disk and follows it
+    # (write through once off); for NVMe it stays the controller's capability (write back
+    # while a volatile write cache is present, so flushes are still sent)
+    result["kernel_view"] = kernel_view(kname)
     if module.params["want"] == "restore":
         os.unlink(saved)
     module.exit_json(changed=True, **result)
