@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -68,9 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{err.filename}: " if err.filename is not None else ""
         print(f"drivelab: {one_line(where + (err.strerror or str(err)))}", file=sys.stderr)
         return 2
-    except sqlite3.OperationalError as err:
-        # e.g. "database or disk is full": SQLite rolled the write back, the store is intact
-        print(f"drivelab: results store: {one_line(str(err))}", file=sys.stderr)
+    except sqlite3.DatabaseError as err:
+        # "database or disk is full": SQLite rolled the write back, the store is intact;
+        # "database disk image is malformed": a damaged file, found only when a read
+        # reaches the damaged page (opening it checks the header alone)
+        print(f"drivelab: results store{_store_named(args)}: {one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("drivelab: interrupted", file=sys.stderr)
@@ -82,6 +85,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"drivelab: results store: {one_line(str(err))}", file=sys.stderr)
         return 2
+
+
+def _store_named(args: argparse.Namespace | None) -> str:
+    """`` <path>``: the SQLite store the verb was using, when it names one."""
+    if args is None or not hasattr(args, "db"):
+        return ""
+    from collector.store.target import parse_target  # noqa: PLC0415
+
+    try:
+        return f" {parse_target(args.db)}"
+    except DrivelabError:
+        return ""
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,6 +1,10 @@
 """Where the results store is: an SQLite file (a path, the default) or a PostgreSQL
 database (a ``postgresql://`` URI). ``--db`` and ``DRIVELAB_DB`` take either.
 
+libpq's keyword form (``host=db.example dbname=results``) is a PostgreSQL target too,
+never a file name: a value that starts with ``word=`` is parsed as one, and refused in
+one line when libpq cannot read it (a file so named is given as ``./host=...``).
+
 A URI never carries a password: the password is libpq's business (``~/.pgpass``,
 ``PGPASSFILE``, ``PGPASSWORD``), so it is never in argv, a log, a report or the store.
 A URI with one is refused in one line, before anything connects.
@@ -19,6 +23,8 @@ from collector.paths import results_dir
 #: the environment variable that names the store when ``--db`` is not given
 ENV = "DRIVELAB_DB"
 _SCHEMES = ("postgresql://", "postgres://")
+#: libpq's keyword/value form begins with a keyword and ``=``
+_KEYWORD_FORM = re.compile(r"\s*[A-Za-z_]+\s*=")
 
 
 @dataclass(frozen=True)
@@ -51,29 +57,34 @@ def parse_target(text: str | os.PathLike[str] | Target | None, where: str = "--d
     """A path or a ``postgresql://`` URI; ``None`` is :func:`default_target`."""
     if text is None:
         return default_target()
-    if isinstance(text, PostgresTarget):
-        return text
+    if isinstance(text, PostgresTarget | Path):
+        return text  # a Path is a file, whatever its name (``./host=x.db`` included)
     s = os.fspath(text)
-    if not s.lower().startswith(_SCHEMES):
+    keywords = _KEYWORD_FORM.match(s) is not None
+    if not keywords and not s.lower().startswith(_SCHEMES):
         return Path(s)
-    _refuse_password(s, where)
+    _refuse_password(s, where, keywords)
     return PostgresTarget(s)
 
 
-def _refuse_password(uri: str, where: str) -> None:
-    """A password in the URI (``user:secret@`` or ``?password=``) is refused; the message
-    does not repeat the URI, so the password is not printed either."""
+def _refuse_password(uri: str, where: str, keywords: bool = False) -> None:
+    """A password in the URI (``user:secret@`` or ``?password=``) or the keyword form
+    (``password=``) is refused; the message does not repeat the value, so the password
+    is not printed either."""
     from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415  (keep --help fast)
 
+    form = "connection string (keyword=value)" if keywords else "URI"
     try:
         params = conninfo_to_dict(uri)
     except Exception as err:  # psycopg.ProgrammingError: libpq could not parse it
+        hint = "; a file whose name starts so is given as ./NAME" if keywords else ""
+        said = _without_secret(" ".join(str(err).split()))
         raise DrivelabError(
-            f"{where}: not a PostgreSQL connection URI ({_without_secret(str(err))})"
+            f"{where}: not a PostgreSQL {'connection ' * (not keywords)}{form} ({said}){hint}"
         ) from None
     if "password" in params:
         raise DrivelabError(
-            f"{where}: the PostgreSQL URI carries a password: refused (it would be seen in"
+            f"{where}: the PostgreSQL {form} carries a password: refused (it would be seen in"
             " argv and logs); give postgresql://user@host/dbname and put the password in"
             " ~/.pgpass (or PGPASSFILE, PGPASSWORD)"
         )

@@ -1050,6 +1050,31 @@ def store_copy(sandbox: Path, results_db: Path) -> Path:
     return path
 
 
+@pytest.mark.parametrize("verb", [["report"], ["compare", "hdd", "ssd"]], ids=["report", "compare"])
+def test_a_damaged_store_is_one_line_naming_it_and_left_as_it_was(
+    store_copy: Path, verb: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store whose header is sound but whose runs table's page is not (a disk that
+    lost a write): SQLite opens it and finds the damage only when a read reaches the
+    page; the verb names the file in one line and writes nothing to it."""
+    import sqlite3  # noqa: PLC0415
+
+    con = sqlite3.connect(f"file:{store_copy}?mode=ro", uri=True)
+    try:
+        page_size = con.execute("PRAGMA page_size").fetchone()[0]
+        (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'runs'").fetchone()
+    finally:
+        con.close()
+    data = bytearray(store_copy.read_bytes())
+    start = (root - 1) * page_size
+    data[start + 8 : start + page_size] = b"\xff" * (page_size - 8)
+    store_copy.write_bytes(data)
+    rc, out, err = run_main([*verb, "--db", str(store_copy)], capsys)
+    assert_refused(rc, out, err)
+    assert err == f"drivelab: results store {store_copy}: database disk image is malformed\n"
+    assert store_copy.read_bytes() == data
+
+
 @settings(max_examples=100, **SETTINGS)
 @given(data=st.data())
 def test_cli_report_and_compare(

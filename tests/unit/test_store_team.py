@@ -148,6 +148,52 @@ def test_a_path_or_a_uri(monkeypatch, tmp_path):
     assert parse_target(None) == PostgresTarget(uri)
 
 
+def test_libpq_keyword_form_is_a_server_store_never_a_file_name():
+    keywords = "host=db.example dbname=results user=drivelab"
+    assert parse_target(keywords) == PostgresTarget(keywords)
+    assert parse_target(" dbname = results") == PostgresTarget(" dbname = results")
+    # a file so named is given as a path
+    assert parse_target("./host=x.db") == Path("host=x.db")
+    assert parse_target(Path("host=x.db")) == Path("host=x.db")
+    assert parse_target("results/host=x.db") == Path("results/host=x.db")
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (
+            "bogus=1 dbname=results",
+            "drivelab: --db: not a PostgreSQL connection string (keyword=value) (invalid"
+            ' connection option "bogus"); a file whose name starts so is given as ./NAME\n',
+        ),
+        (
+            "host=db.example password=s3cret-word dbname=results",
+            "drivelab: --db: the PostgreSQL connection string (keyword=value) carries a password",
+        ),
+    ],
+    ids=["unknown keyword", "password"],
+)
+def test_a_bad_keyword_form_is_refused_in_one_line_and_makes_no_file(
+    value, said, capsys, monkeypatch, tmp_path
+):
+    """Before, ``--db 'host=... dbname=...'`` was taken for a file name: ``run`` would
+    have made an SQLite file of that name in the working folder."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["report", "--db", value]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(said), err
+    assert "s3cret" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_reads_a_server_store_given_in_keyword_form(results_pg, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    params = psycopg.conninfo.conninfo_to_dict(results_pg)
+    keywords = " ".join(f"{k}={v}" for k, v in params.items())
+    assert cli.main(["report", "--db", keywords]) == 0
+    assert any(line.startswith("hdd ") for line in capsys.readouterr().out.splitlines())
+
+
 # ------------------------------------------------------------------ the verbs
 
 
