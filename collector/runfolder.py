@@ -25,6 +25,7 @@ every key with its type: a problem is one line naming the file and the key.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -88,11 +89,25 @@ def load_json(path: Path) -> Any:
     except UnicodeDecodeError:
         raise DrivelabError(f"{path}: not JSON (not UTF-8 text)") from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=functools.partial(_bounded_int, path))
     except json.JSONDecodeError as err:
         raise DrivelabError(
             f"{path}: not JSON (line {err.lineno} column {err.colno}: {err.msg})"
         ) from None
+
+
+#: the integers a store column holds (SQLite's INTEGER, PostgreSQL's bigint)
+_INT64 = range(-(2**63), 2**63)
+
+
+def _bounded_int(path: Path, text: str) -> int:
+    """An integer of a run folder's JSON, refused beyond 64 bits: no writer of drivelab's
+    makes one, and the store could not hold it (sqlite3 raised OverflowError)."""
+    value = int(text)
+    if value not in _INT64:
+        shown = text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
+        raise DrivelabError(f"{path}: a number out of range: {shown} (beyond 64-bit integers)")
+    return value
 
 
 class Checker:

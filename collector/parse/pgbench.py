@@ -105,6 +105,19 @@ def _number(text: str, where: tuple[str, int, str]) -> float:
         raise ParseError(where[0], where[1], f"not a number in {excerpt(where[2])}") from None
 
 
+#: the largest count a store column holds (SQLite's and PostgreSQL's bigint)
+INT64_MAX = 2**63 - 1
+
+
+def _count(text: str, where: tuple[str, int, str]) -> int:
+    """A count pgbench printed: digits, and within what a store can hold (a damaged or
+    forged report's 10^23 is the report's fault, not the store's)."""
+    value = int(text)
+    if value > INT64_MAX:
+        raise ParseError(where[0], where[1], f"a count out of range in {excerpt(where[2])}")
+    return value
+
+
 def parse_report(text: str, source: str = "<pgbench stdout>") -> PgbenchReport:
     """The final report in ``text`` (stdout, or stdout and stderr together).
 
@@ -193,18 +206,18 @@ def _take_tps(fields: dict, m: re.Match[str], where: tuple[str, int, str]) -> No
 
 def _take(fields: dict, key: str, m: re.Match[str], where: tuple[str, int, str]) -> None:
     if key in _INT_FIELDS:
-        fields[_INT_FIELDS[key]] = int(m[1])
+        fields[_INT_FIELDS[key]] = _count(m[1], where)
     elif key in ("partition_method", "query_mode"):
         fields[key] = m[1]
     elif key == "duration":
         fields["duration_s"] = float(m[1])
     elif key == "processed":
-        fields["processed"] = int(m[1])
+        fields["processed"] = _count(m[1], where)
         if m[2] is not None:
-            fields["planned_transactions"] = int(m[2])
+            fields["planned_transactions"] = _count(m[2], where)
     elif key == "above":
         fields["latency_limit_s"] = _number(m[1], where) * MS
-        fields["above_latency_limit"] = int(m[2])
+        fields["above_latency_limit"] = _count(m[2], where)
     elif key == "lat_avg":
         fields["latency_avg_s"] = _number(m[1], where) * MS
         fields["latency_avg_includes_failures"] = m[2] is not None
@@ -260,7 +273,7 @@ def parse_stderr(text: str, source: str = "<pgbench stderr>") -> PgbenchStderr:
 def parse_rc(text: str, source: str = "<rc>") -> int:
     """The exit code in a ``rc=N`` file (or a bare number)."""
     m = re.fullmatch(r"\s*(?:rc=)?(-?\d+)\s*", text)
-    if not m:
+    if not m or abs(int(m[1])) > 255:  # a process's status, or Ansible's -N for signal N
         raise ParseError(source, 1, f"not an exit code: {excerpt(text)}")
     return int(m[1])
 
@@ -388,7 +401,7 @@ def parse_agglog(lines: Iterable[str] | str, source: str = "<agglog>") -> list[A
             )
         width = len(parts)
         try:
-            nums = [int(p) for p in parts]
+            nums = [_count(p, (source, lineno, line)) for p in parts]
         except ValueError:
             raise ParseError(source, lineno, f"not all numbers: {excerpt(line)}") from None
         kw: dict = {}

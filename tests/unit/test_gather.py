@@ -478,6 +478,24 @@ def test_unreadable_log_after_a_clean_exit_makes_the_client_partial(tmp_path):
     assert g.run.status == RunStatus.PARTIAL
 
 
+def test_a_count_beyond_64_bits_in_a_report_makes_the_client_partial_and_is_stored(
+    tmp_path, capsys
+):
+    """Before, the count reached the store and sqlite3 raised OverflowError: gather
+    ended in a traceback and stored nothing."""
+    run_dir = make_run(tmp_path, two())
+    stdout = run_dir / "client1" / "stdout.txt"
+    stdout.write_text(
+        re.sub(r"(actually processed: )\d+", r"\g<1>99999999999999999999999", stdout.read_text())
+    )
+    assert cli.main(["gather", str(run_dir), "--db", str(tmp_path / "x.db")]) == 0
+    out = capsys.readouterr().out
+    assert "rep 0: partial (client1: " in out and "a count out of range in" in out, out
+    with Store.open(tmp_path / "x.db", create=False) as store:
+        (status,) = store.conn.execute("SELECT status FROM runs").fetchone()
+    assert status == "partial"
+
+
 def test_logs_of_two_pgbench_processes_pick_the_pid_of_command_json(tmp_path):
     clients = two()
     clients["client1"].logs["pgbench_log.777"] = "garbage\n"
@@ -636,6 +654,18 @@ MALFORMED = {
         "client1/rc.txt:1: not an exit code: 'exit zero'",
     ),
     "command.json not JSON": ("client2/command.json", "{'argv'", "client2/command.json: not JSON"),
+    # beyond what a store column holds: sqlite3 raised OverflowError (a traceback) before
+    "repetition beyond 64 bits": (
+        "run.json",
+        lambda: _with("repetition", 10**30),
+        "run.json: a number out of range: 100000000000...(31 digits) (beyond 64-bit integers)",
+    ),
+    "scale beyond 64 bits": (
+        "run.json",
+        lambda: _with("cell.scale", 2**63),
+        "run.json: a number out of range: 9223372036854775808 (beyond 64-bit integers)",
+    ),
+    "rc.txt beyond a status": ("client1/rc.txt", "99999999999999999999999", "not an exit code"),
 }
 
 

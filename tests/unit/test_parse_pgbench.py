@@ -293,6 +293,38 @@ def test_rc(name, rc):
     assert pgbench.parse_rc((PG / name).read_text(), name) == rc
 
 
+@pytest.mark.parametrize("text", ["99999999999999999999999", "256", "rc=-300"])
+def test_an_exit_code_out_of_range_is_not_one(text):
+    with pytest.raises(ParseError, match=r"rc\.txt:1: not an exit code"):
+        pgbench.parse_rc(text, "rc.txt")
+
+
+def test_a_signal_as_ansible_gives_it_is_an_exit_code():
+    assert pgbench.parse_rc("rc=-9\n", "rc.txt") == -9
+
+
+@pytest.mark.parametrize(
+    ("line", "forged"),
+    [
+        ("number of transactions actually processed: ", "99999999999999999999999"),
+        ("scaling factor: ", "9223372036854775808"),
+    ],
+)
+def test_a_count_beyond_64_bits_is_refused_with_its_line(line, forged):
+    """A damaged or forged report: its count could not be stored (sqlite3 raised
+    OverflowError in the store, a traceback), so the parser refuses it by its line."""
+    text = (PG / "pgbench_run1_log.stdout").read_text()
+    at = text.index(line) + len(line)
+    end = text.index("\n", at)
+    lineno = text[:at].count("\n") + 1
+    digits = re.match(r"\d+", text[at:end])[0]
+    forged_text = text[:at] + forged + text[at + len(digits) :]
+    with pytest.raises(ParseError, match=rf"^stdout:{lineno}: a count out of range in "):
+        pgbench.parse_report(forged_text, "stdout")
+    edge = text[:at] + "9223372036854775807" + text[at + len(digits) :]
+    assert pgbench.parse_report(edge, "stdout")
+
+
 def test_all_rc_fixtures_parse():
     for p in PG.glob("*.rc"):
         assert pgbench.parse_rc(p.read_text(), p.name) in (0, 1, 2)
@@ -454,6 +486,10 @@ def test_agglog_older_layouts(line, fields):
             "agg:2: 10 columns after lines of 6",
         ),
         ("1795234444 833 772531 839214979 342 x\n", "agg:1: not all numbers"),
+        (
+            "1795234444 833 99999999999999999999999 839214979 342 3199\n",
+            "agg:1: a count out of range",
+        ),
     ],
 )
 def test_agglog_errors(text, message):
