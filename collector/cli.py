@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from collector import __version__
-from collector.errors import DrivelabError, one_line
+from collector.errors import DrivelabError, Stopped, one_line
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -75,9 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # reaches the damaged page (opening it checks the header alone)
         print(f"drivelab: results store{_store_named(args)}: {one_line(str(err))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("drivelab: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        # Ctrl-C: 130; SIGTERM, SIGHUP during a run (Stopped): 128 + the signal's number
+        stopped = isinstance(err, Stopped)
+        print(f"drivelab: {err if stopped else 'interrupted'}", file=sys.stderr)
+        return err.exit_status if stopped else 130
     except Exception as err:
         # the PostgreSQL results store gone or refusing mid-way (psycopg's errors, not
         # imported here: SQLite users never load it); libpq's words never hold a password

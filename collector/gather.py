@@ -451,6 +451,9 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     lost = next((f for f in meta.ansible_failures if f.get("kind") == "lease"), None)
     if lost is not None:  # measured without the lab to itself for part of it (collector.lease)
         status, reason = RunStatus.FAILED, _one_line(str(lost.get("msg") or "lab lease lost"))
+    cut = next((f for f in meta.ansible_failures if f.get("kind") == "stopped"), None)
+    if cut is not None:  # the runner was stopped mid-run (Ctrl-C, SIGTERM, SIGHUP)
+        status, reason = RunStatus.FAILED, _one_line(str(cut.get("msg") or "stopped"))
     server_facts, server_samples = serverstats.read_server_counters(run_dir, results)
     db_facts, samples = {**db_facts, **server_facts}, samples + server_samples
 

@@ -2,10 +2,12 @@
 its plan, then hand it to the runner (:mod:`collector.scenariorun`) and print the
 report (:mod:`collector.reportcmd`).
 
-Interrupted (Ctrl-C, a crash, SIGKILL) and run again, it resumes: a repetition already
-stored as complete is skipped; one that was cut off is run again from scratch (its
-folder is replaced and the store keeps one run per cell and repetition). A partial or
-failed run is stored as such and, unless --fail-fast, the scenario goes on.
+Interrupted (Ctrl-C, SIGTERM, SIGHUP, a crash, SIGKILL) and run again, it resumes: a
+repetition already stored as complete is skipped; one that was cut off is run again from
+scratch (its folder is replaced and the store keeps one run per cell and repetition).
+Ctrl-C, SIGTERM and SIGHUP stop it cleanly: the playbook stopped, the repetition in
+progress stored failed with the reason, the lease released, exit 130, 143 or 129. A
+partial or failed run is stored as such and, unless --fail-fast, the scenario goes on.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from collector.errors import DrivelabError
+from collector.errors import DrivelabError, stopped_by_signals
 from collector.paths import LOCAL_INVENTORY, results_dir
 from collector.reportcmd import DB_HELP, db_arg
 from collector.scenario.inventory import inventory_source
@@ -101,7 +103,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     run = scenariorun.ScenarioRun(scen, cells, inventory, options, console)
     threading.Thread(target=_import_report, name="drivelab-report-import", daemon=True).start()
-    progress = run.run()
+    with stopped_by_signals():  # SIGTERM, SIGHUP: as Ctrl-C, the repetition stored failed
+        progress = run.run()
     console.print(
         f"scenario {scen.name}: {time.monotonic() - progress.started:.0f} s, "
         f"{progress.problems} partial or failed runs"

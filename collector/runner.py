@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.cell import Cell, PgbenchOptions
-from collector.errors import DrivelabError
+from collector.errors import DrivelabError, Stopped
 from collector.gather import record_run_dir
 from collector.paths import LOCAL_INVENTORY, REPO
 from collector.playbook import PlaybookResult, run_playbook
@@ -410,15 +410,24 @@ def run_pgbench(
         # the server's own, as the database stage read it: the DB host need not work it
         # out again before every repetition (three tasks, about 1 s of each)
         extra["drivelab_pg_major"] = major
-    with live(run_dir, hosts) if live is not None else nullcontext():
-        result = run_playbook(
-            "pgbench.yml",
-            extra,
-            inventory=inventory,
-            stream=stream,
-            what="pgbench",
-            raise_on_failure=False,
-        )
+    try:
+        with live(run_dir, hosts) if live is not None else nullcontext():
+            result = run_playbook(
+                "pgbench.yml",
+                extra,
+                inventory=inventory,
+                stream=stream,
+                what="pgbench",
+                raise_on_failure=False,
+            )
+    except KeyboardInterrupt as err:
+        # Ctrl-C, SIGTERM, SIGHUP: the playbook was stopped; run.json says so, and the
+        # runner stores what the folder holds as a failed run with this reason
+        why = f"{err}" if isinstance(err, Stopped) else "interrupted (Ctrl-C)"
+        stopped = {"kind": "stopped", "host": "", "task": "pgbench.yml",
+                   "msg": f"drivelab run {why} during the repetition: cut off"}  # fmt: skip
+        replace(meta, ended_at=time.time(), ansible_failures=(stopped,)).write(run_dir)
+        raise
     failures = list(result.failures)
     if result.returncode != 0 and not failures:
         failures = [

@@ -46,7 +46,7 @@ from collector.gather import GatheredRun, gather_run, record
 from collector.paths import REPO
 from collector.playbook import HOLDS_POSTGRESQL_DATA, LeaseLost, PlaybookFailed, ansible_bin
 from collector.report import PRETEST_PREFIXES
-from collector.runfolder import DATABASE_JSON, DB_DIR, PG_STAT
+from collector.runfolder import DATABASE_JSON, DB_DIR, PG_STAT, rep_dir
 from collector.scenario import PlannedCell, Scenario, drive_batch, estimate_seconds, pgsettings
 from collector.scenario.inventory import prometheus_url, ssh_settings
 from collector.scenario.plan import runs_at_most
@@ -614,6 +614,22 @@ class ScenarioRun:
             f" {len(samples)} figures stored"
         )
 
+    def record_stopped(self, cell: Cell, rep: int, attempt: int) -> None:
+        """The repetition the runner was stopped in, stored failed with the reason
+        run_pgbench wrote in its run.json (what the clients handed over is kept), so the
+        next ``drivelab run`` runs it again; a folder that cannot be stored is said so."""
+        run_dir = rep_dir(cell.cell_dir(), rep, attempt)
+        if not (run_dir / "run.json").exists():
+            return  # stopped before the folder was made: nothing ran
+        try:
+            gathered = gather_run(run_dir)
+            with Store.open(self.opts.db) as store:
+                record(store, gathered)
+        except DrivelabError as err:
+            self._say(f"{cell.cell_id} rep {rep}: stopped, not stored ({err})")
+            return
+        self._say(f"{cell.cell_id} rep {rep}: failed, {gathered.stats().reason}")
+
     def run_one(  # noqa: PLR0917  (one repetition, spelled out)
         self,
         planned: PlannedCell,
@@ -631,11 +647,15 @@ class ScenarioRun:
         run without, settled instead: ``settle``, :class:`CellSearch`)."""
         cell = planned.cell
         live = None if not self.opts.live else partial(self.live_view, planned, rep)
-        run_dir = runner.run_pgbench(
-            cell, rep, client_hosts=self.clients, db_host=self.db_host,
-            inventory=self.opts.inventory, stream=self.opts.verbose, live=live,
-            scenario_info=self.info, attempt=attempt, cold_start=cold_start, settle=settle,
-        )  # fmt: skip
+        try:
+            run_dir = runner.run_pgbench(
+                cell, rep, client_hosts=self.clients, db_host=self.db_host,
+                inventory=self.opts.inventory, stream=self.opts.verbose, live=live,
+                scenario_info=self.info, attempt=attempt, cold_start=cold_start, settle=settle,
+            )  # fmt: skip
+        except KeyboardInterrupt:
+            self.record_stopped(cell, rep, attempt)
+            raise
         gathered = gather_run(run_dir)
         with Store.open(self.opts.db) as store:
             run_id = record(store, gathered)

@@ -1,11 +1,12 @@
 """Faults injected for real on the lab, each asserting what was kept and what the user
 was told: a client's pgbench killed mid-run, a client's link cut mid-run, a client
 unreachable before the run, PostgreSQL killed mid-run, the runner killed during init,
-the results folder on a full filesystem; and no password anywhere in what those runs
+the runner told to stop (SIGTERM) mid-run, the results folder on a full filesystem; and no password anywhere in what those runs
 left behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from collector.store import Store
-from tests.lab.conftest import BIN, REPO, wait_for
+from tests.lab.conftest import BIN, REPO, drivelab, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -138,6 +139,50 @@ def test_a_killed_client_leaves_a_partial_attempt_and_the_repetition_is_run_agai
     assert "rep 0: partial" in out and "running it again" in out
     assert "rep 0 attempt 2: complete" in out
     assert "run 0: partial" in out and "not averaged in" in out
+
+
+def lease_free() -> bool:
+    return json.loads(drivelab("status", "--json").stdout)["text"] == "free"
+
+
+def test_sigterm_mid_run_stores_the_repetition_failed_frees_the_lease_and_a_rerun_redoes_it(
+    lab2, tmp_path
+):
+    """SIGTERM to `drivelab run` (a service manager stopping it, `kill`) while the
+    clients run pgbench: ended as Ctrl-C ends it, the playbook stopped, the repetition
+    stored failed with the reason in one line, the lease released at once, exit 143 (128
+    + 15); the next `drivelab run` does that repetition again and completes it."""
+    path = write_scenario(tmp_path, "fault-sigterm")
+    results = tmp_path / "results"
+    proc = start_run(path, results)
+    try:
+        wait_for(lambda: running_pgbench("client2"), 300, "client2's pgbench")
+        time.sleep(2)
+        proc.send_signal(signal.SIGTERM)  # the runner alone, not its process group
+        sent = time.monotonic()
+        wait_for(lease_free, 30, "the lease released", every=0.2)
+        freed = time.monotonic() - sent
+    finally:
+        out = finish(proc, timeout=120)
+    print(f"SIGTERM: lease free {freed:.1f} s after it")
+    assert proc.returncode == 143, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    assert [line for line in out.splitlines() if line.startswith("drivelab: ")] == [
+        "drivelab: stopped by SIGTERM"
+    ], out[-3000:]
+    assert freed < 5, f"the lease was free only {freed:.1f} s after SIGTERM"
+    db = results / "drivelab.db"
+    reason = "drivelab run stopped by SIGTERM during the repetition: cut off"
+    assert runs(db) == [("nvme", 0, "failed", reason)], runs(db)
+    assert f"rep 0: failed, {reason}" in out, out[-3000:]
+    again = start_run(path, results)
+    out = finish(again)
+    assert again.returncode == 0, out[-3000:]
+    assert [r[:3] for r in runs(db)] == [("nvme", 0, "complete"), ("nvme", 0, "failed")]
+    assert not [
+        cmd for c in ("client1", "client2") for _, cmd in ns_processes(f"drivelab-{c}")
+        if is_pgbench(cmd)
+    ]  # fmt: skip
 
 
 def unreachable_in_pgbench_log(results: Path, host: str) -> bool:

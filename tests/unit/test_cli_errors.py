@@ -76,3 +76,41 @@ def test_dry_run_without_a_lab_prints_the_plan_and_what_it_could_not_check(
     # with the inventory named and missing, it stays an error: the operator asked for it
     assert cli.main([*argv, "--inventory", str(tmp_path / "nope")]) == 2
     assert "inventory " in capsys.readouterr().err
+
+
+STOPPED = """
+import os, signal, time
+from collector.errors import Stopped, stopped_by_signals
+
+before = signal.getsignal(signal.SIGTERM)
+try:
+    with stopped_by_signals():
+        try:
+            os.kill(os.getpid(), signal.SIG{first})
+            time.sleep(30)
+            print("not stopped")
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)  # a second one while it unwinds
+            print("cleaned up")
+except Stopped as err:
+    print(err, err.exit_status)
+print("handlers back:", signal.getsignal(signal.SIGTERM) is before)
+"""
+
+
+@pytest.mark.parametrize(("first", "status"), [("TERM", 143), ("HUP", 129)])
+def test_sigterm_and_sighup_unwind_as_ctrl_c_and_a_second_signal_is_ignored(first, status):
+    """What `drivelab run` runs inside: the signal raises in the main thread, the clean-up
+    (``finally``: the playbook stopped, the lease released) runs to its end even when
+    another signal comes meanwhile, and the status is 128 + the signal's number."""
+    proc = subprocess.run(
+        [sys.executable, "-c", STOPPED.format(first=first)],
+        capture_output=True, text=True, timeout=60, check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "cleaned up",
+        f"stopped by SIG{first} {status}",
+        "handlers back: True",
+    ], proc.stdout + proc.stderr
