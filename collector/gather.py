@@ -448,12 +448,13 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     clients = [gather_client(run_dir, host, meta) for host in meta.client_hosts]
     results = tuple(c.result for c in clients)
     status, reason = stats.run_status(results)
-    lost = next((f for f in meta.ansible_failures if f.get("kind") == "lease"), None)
-    if lost is not None:  # measured without the lab to itself for part of it (collector.lease)
-        status, reason = RunStatus.FAILED, _one_line(str(lost.get("msg") or "lab lease lost"))
-    cut = next((f for f in meta.ansible_failures if f.get("kind") == "stopped"), None)
-    if cut is not None:  # the runner was stopped mid-run (Ctrl-C, SIGTERM, SIGHUP)
-        status, reason = RunStatus.FAILED, _one_line(str(cut.get("msg") or "stopped"))
+    # a run that cannot stand whatever its clients did: measured without the lab to
+    # itself for part of it (collector.lease), or cut off by the runner being stopped
+    # (Ctrl-C, SIGTERM, SIGHUP); the runner's own words are the reason
+    for kind, said in (("lease", "lab lease lost"), ("stopped", "stopped")):
+        failure = next((f for f in meta.ansible_failures if f.get("kind") == kind), None)
+        if failure is not None:
+            status, reason = RunStatus.FAILED, _one_line(str(failure.get("msg") or said))
     server_facts, server_samples = serverstats.read_server_counters(run_dir, results)
     db_facts, samples = {**db_facts, **server_facts}, samples + server_samples
 

@@ -74,14 +74,13 @@ def _refuse_password(uri: str, where: str, keywords: bool = False) -> None:
     from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415  (keep --help fast)
 
     form = "connection string (keyword=value)" if keywords else "URI"
+    unreadable = "connection string (keyword=value)" if keywords else "connection URI"
     try:
         params = conninfo_to_dict(uri)
     except Exception as err:  # psycopg.ProgrammingError: libpq could not parse it
         hint = "; a file whose name starts so is given as ./NAME" if keywords else ""
         said = _without_secret(" ".join(str(err).split()))
-        raise DrivelabError(
-            f"{where}: not a PostgreSQL {'connection ' * (not keywords)}{form} ({said}){hint}"
-        ) from None
+        raise DrivelabError(f"{where}: not a PostgreSQL {unreadable} ({said}){hint}") from None
     if "password" in params:
         raise DrivelabError(
             f"{where}: the PostgreSQL {form} carries a password: refused (it would be seen in"
