@@ -29,6 +29,7 @@ from collector.records import (
     CellSpec,
     ClientResult,
     LatencySeries,
+    PgbenchReport,
     RawOutput,
     RunRecord,
     RunStatus,
@@ -379,8 +380,33 @@ def gather_client(run_dir: Path, host: str, meta: RunMeta) -> _Client:
     if note and result.status == RunStatus.COMPLETE and note.startswith("unreadable"):
         # a log that does not parse after a clean exit: keep the figures, average nothing in
         result = replace(result, status=RunStatus.PARTIAL, reason=note)
+    short = _log_count_problem(txlog, report, meta) if txlog is not None else None
+    if short and result.status == RunStatus.COMPLETE:
+        result = replace(result, status=RunStatus.PARTIAL, reason=short)
     lat = txlog.latency_series if txlog is not None else None
     return _Client(result, tuple(series), raw, command, source, note, lat)
+
+
+def _log_count_problem(txlog: TxLogSummary, report: PgbenchReport, meta: RunMeta) -> str | None:
+    """A full per-transaction log holds one row per transaction pgbench counted
+    (processed + failed + skipped, as on every real capture); fewer rows is a log cut
+    short (a full disk, a fetch cut off), more is a log that is not this run's."""
+    if meta.log != "full":
+        return None  # a sampled log holds a share of them; an aggregate log no rows
+    counted = report.processed + (report.failed or 0) + (report.skipped or 0)
+    if txlog.rows == counted:
+        return None
+    parts = f"{report.processed:,} processed"
+    parts += "".join(
+        f" + {n:,} {name}"
+        for name, n in (("failed", report.failed), ("skipped", report.skipped))
+        if n
+    )
+    how = "cut short" if txlog.rows < counted else "holds more than this run"
+    return (
+        f"per-transaction log {how}: {txlog.rows:,} rows where pgbench counted "
+        f"{counted:,} transactions ({parts})"
+    )
 
 
 def _read_logs(

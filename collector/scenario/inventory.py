@@ -15,7 +15,7 @@ from typing import Any
 from collector.errors import DrivelabError
 from collector.paths import REPO
 from collector.scenario.loader import _read_yaml
-from collector.scenario.schema import CLIENT_NAME, HOST_NAME, Scenario
+from collector.scenario.schema import CLIENT_NAME, HOST_NAME, PG_RULES, Scenario
 from collector.scenario.wording import _fail, _show
 
 #: the files Ansible reads as YAML beside an inventory source (its group and host variables)
@@ -219,6 +219,24 @@ def _check_declared(s: Scenario, inventory: dict[str, Any], host: str, source: s
                 )
 
 
+def _check_runs_code(s: Scenario, inventory: dict[str, Any], host: str, source: str) -> None:
+    """A PostgreSQL setting that runs a command or loads code (archive_command ...) only
+    where the DB host's inventory allows it by name (the DB host's module refuses the
+    same on its own)."""
+    allowed = host_vars(inventory, host).get(PG_RULES.ALLOW_VAR, [])
+    problem = PG_RULES.allow_problem(allowed)
+    if problem:
+        raise _fail(source, f"inventory: {host} {problem}")
+    where = [("postgresql.settings", s.postgresql.settings)] + [
+        (f"postgresql.sets.{name}", settings) for name, settings in s.postgresql.sets.items()
+    ]
+    for path, settings in where:
+        for name in settings:
+            problem = PG_RULES.name_problem(name, allowed)
+            if problem:
+                raise _fail(source, f"{path}.{name}: {problem}")
+
+
 def client_hosts(inventory: dict[str, Any]) -> list[str]:
     """The inventory's client hosts, client1..clientN in numeric order."""
     return sorted(map(str, _group_hosts(inventory, "clients")), key=_natural)
@@ -266,6 +284,7 @@ def validate_against_inventory(s: Scenario, inventory: dict[str, Any], path: Pat
                     f" (have: {have_text})",
                 )
     _check_declared(s, inventory, host, source)
+    _check_runs_code(s, inventory, host, source)
     for i, count in enumerate(s.hosts):
         if count > len(clients):
             raise _fail(

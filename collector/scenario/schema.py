@@ -352,7 +352,8 @@ def _pg_settings(value: Any) -> Any:
     if len(value) > MAX_PG_SETTINGS:
         raise ValueError(f"at most {MAX_PG_SETTINGS} settings")
     for name, item in value.items():
-        problem = PG_RULES.name_problem(name)
+        # a setting that runs code waits for the inventory (validate_against_inventory)
+        problem = PG_RULES.name_problem(name, allowed=PG_RULES.RUNS_CODE)
         if problem:
             raise PathError(_key(name), problem)
         try:

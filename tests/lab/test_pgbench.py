@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -139,7 +140,7 @@ def skew_parts(f: dict) -> str:
 
 
 @pytest.mark.parametrize("drive", ["nvme", "hdd7200"])
-def test_tablespace_placement_both_clients_complete_in_step(pg, drive):
+def test_tablespace_placement_both_clients_complete_in_step(pg, drive, tmp_path):
     run_dir, gathered = measure(pg, drive, "tablespace", 5)
     assert gathered.run.status.value == "complete", gathered.run.reason
     for client in ("client1", "client2"):
@@ -182,6 +183,25 @@ def test_tablespace_placement_both_clients_complete_in_step(pg, drive):
     assert f["pg_checkpoint_log"]["problem"] is None, f["pg_checkpoint_log"]
     assert f["pg_checkpoint_log"]["log_checkpoints"] == "on"
     assert f["checkpoint_in_window"] is False, f["checkpoints"]
+    # a live pgbench's full log holds one row per transaction it counted (the run is
+    # complete above); the same folder with one thread file's tail lost (a full disk on
+    # the client) is gathered partial, with both counts
+    cut_short_log_is_partial(run_dir, tmp_path)
+
+
+def cut_short_log_is_partial(run_dir: Path, tmp_path: Path) -> None:
+    from collector.gather import gather_run  # noqa: PLC0415
+
+    copy = tmp_path / "cut" / run_dir.name
+    shutil.copytree(run_dir, copy)
+    log = max((copy / "client2").glob("pgbench_log.*"), key=lambda p: p.stat().st_size)
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[: len(lines) // 2]))
+    c1, c2 = gather_run(copy).run.clients
+    assert c1.status.value == "complete", c1.reason
+    assert c2.status.value == "partial", c2.reason
+    assert c2.reason.startswith("per-transaction log cut short: "), c2.reason
+    assert f"pgbench counted {c2.processed + (c2.failed or 0) + (c2.skipped or 0):,} " in c2.reason
 
 
 def test_a_checkpoint_inside_the_window_is_flagged_with_its_deltas(pg, monkeypatch):

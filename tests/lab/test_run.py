@@ -30,7 +30,16 @@ import pytest
 import yaml
 
 from collector import lab
-from tests.lab.conftest import BIN, REPO, db_drives, drivelab, lab_inventory, playbook, wait_for
+from tests.lab.conftest import (
+    BIN,
+    REPO,
+    ansible,
+    db_drives,
+    drivelab,
+    lab_inventory,
+    playbook,
+    wait_for,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -244,6 +253,73 @@ def test_an_unknown_setting_is_refused_in_seconds_and_nothing_changes(lab2, tmp_
     assert PIDFILE.read_text().split()[0] == pid
     assert not (tmp_path / "results" / "drivelab.db").exists()
     assert not (tmp_path / "results" / "runs").exists()
+
+
+SETTINGS_ONLY = """\
+    ---
+    - name: The settings stage alone, as an operator's own playbook would call it
+      hosts: db
+      gather_facts: false
+      tasks:
+        - name: Settings
+          ansible.builtin.include_role:
+            name: postgresql_server
+            tasks_from: settings
+"""
+
+
+def test_a_setting_that_runs_a_command_is_refused_on_the_db_host_unless_its_inventory_allows_it(
+    lab2, tmp_path
+):
+    """What the scenario layer refuses, the DB host's module refuses on its own: given
+    with -e (no scenario), archive_command stops the settings stage in one line and the
+    settings file is unchanged; the server's verdict (drivelab run's check) says the same;
+    with the inventory's allow list (here -e) the same check passes (in check mode: the
+    lab's settings file is left as it is)."""
+    from collector import runner  # noqa: PLC0415
+
+    runner.provision_unless_unchanged()
+    marker = Path("/tmp/drivelab-archive-command-ran")
+    marker.unlink(missing_ok=True)
+    book = tmp_path / "settings.yml"
+    book.write_text(textwrap.dedent(SETTINGS_ONLY))
+    # the major version, as drivelab run hands it to the stage (the settings entry point
+    # does not look it up itself)
+    asked = {
+        "drivelab_postgresql_settings": {"archive_command": f"touch {marker}"},
+        "drivelab_pg_major": 15,
+    }
+    conf = CONF.read_bytes()
+
+    def settings_stage(extra: dict, *args: str) -> subprocess.CompletedProcess:
+        doc = tmp_path / "extra.json"
+        doc.write_text(json.dumps(extra))
+        return ansible(
+            "ansible-playbook", str(book), "-i", "inventory/local", "-e", f"@{doc}", *args
+        )
+
+    refused = settings_stage(asked)
+    assert refused.returncode != 0, refused.stdout[-2000:]
+    assert (
+        "setting archive_command: archive_command runs a shell command the server runs as"
+        " postgres for every WAL segment: set only where the DB host's inventory allows it"
+        " (postgresql_server_allow_commands: [archive_command])"
+    ) in refused.stdout, refused.stdout[-2000:]
+    assert CONF.read_bytes() == conf
+    verdicts = runner.check_pg_settings([{"name": "ssl_passphrase_command", "value": "/bin/true"}])
+    (v,) = verdicts["verdicts"]
+    assert v["ok"] is False and "ssl_passphrase_command runs a shell command" in v["message"], v
+    allowed = settings_stage(
+        {**asked, "postgresql_server_allow_commands": ["archive_command"]}, "--check"
+    )
+    assert allowed.returncode == 0, allowed.stdout[-2000:]
+    assert CONF.read_bytes() == conf
+    assert not marker.exists()
+    unknown = settings_stage({**asked, "postgresql_server_allow_commands": ["archive_comand"]})
+    assert unknown.returncode != 0
+    assert "postgresql_server_allow_commands: 'archive_comand' is not a setting that runs code" in (
+        unknown.stdout
+    ), unknown.stdout[-2000:]
 
 
 def test_two_sets_of_settings_are_two_stored_cells_with_their_applied_setting(lab2, tmp_path):

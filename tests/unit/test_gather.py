@@ -59,15 +59,37 @@ def _shift_agglog(text: str, seconds: int) -> str:
     )
 
 
-def _logs_run1(shift: float, copies: int = 30) -> dict[str, str]:
-    """run1's two 20-row log heads, each repeated every 0.1 s for ``copies`` times (a
-    3 s run, so that the clients overlap), then moved by ``shift``."""
+def _counted(fixture: str) -> int:
+    """The transactions pgbench counted in a fixture's report (processed + failed +
+    skipped), read without the parser: a full per-transaction log holds that many rows."""
+    text = (PG / f"{fixture}.stdout").read_text()
+    total = 0
+    for pattern in (r"processed: (\d+)", r"failed transactions: (\d+)", r"skipped: (\d+)"):
+        total += sum(int(n) for n in re.findall(pattern, text))
+    return total
+
+
+def _logs_run1(
+    shift: float, fixture: str = "pgbench_run1_log", seconds: float = 3.0
+) -> dict[str, str]:
+    """A full per-transaction log of as many rows as ``fixture``'s report counted, split
+    over two thread files: run1's two 20-row log heads repeated, copy k moved by k
+    steps of an even spread over ``seconds`` (a 3 s run, so that the clients overlap),
+    then all moved by ``shift``. The first copy is the capture itself."""
+    total = _counted(fixture)
     out = {}
-    for suffix in ("", ".1"):
-        head = (PG / f"run1_log__pgbench_log.9435{suffix}.head20.txt").read_text()
-        out[f"pgbench_log.9435{suffix}"] = "".join(
-            _shift_txlog(head, shift + 0.1 * k) for k in range(copies)
-        )
+    for k, suffix in enumerate(("", ".1")):
+        head = (PG / f"run1_log__pgbench_log.9435{suffix}.head20.txt").read_text().splitlines()
+        n = total // 2 + (total % 2 if k else 0)
+        copies = -(-n // len(head))
+        rows = []
+        for i in range(n):
+            p = head[i % len(head)].split()
+            at = shift + seconds * (i // len(head)) / copies
+            us = int(p[4]) * 1_000_000 + int(p[5]) + round(at * 1e6)
+            p[4], p[5] = str(us // 1_000_000), str(us % 1_000_000)
+            rows.append(" ".join(p) + "\n")
+        out[f"pgbench_log.9435{suffix}"] = "".join(rows)
     return out
 
 
@@ -283,7 +305,9 @@ CASES = {
     "one client aborted: partial": Case(
         {
             "client1": Client("pgbench_run1_log", _logs_run1(0.0)),
-            "client2": Client("pgbench_fail_aborted_clients", _logs_run1(SKEW)),
+            "client2": Client(
+                "pgbench_fail_aborted_clients", _logs_run1(SKEW, "pgbench_fail_aborted_clients")
+            ),
         },
         "full",
         RunStatus.PARTIAL,
@@ -468,13 +492,60 @@ def test_extra_cell_keys_go_into_params(tmp_path):
     assert gather.gather_run(run_dir).cell.params["fillfactor"] == 90
 
 
+def _cut(text: str, rows: int) -> str:
+    """The first ``rows`` rows of a log, as a disk that filled up would leave it (the
+    cut falls after a newline: pgbench writes whole lines)."""
+    return "".join(text.splitlines(keepends=True)[:rows])
+
+
+@pytest.mark.parametrize("fixture", ["pgbench_run1_log", "pgbench_run4_failures_log"])
+def test_a_full_log_cut_short_makes_the_client_partial_with_the_counts(tmp_path, fixture):
+    """pgbench logs one row per transaction it counted (run1: 9,725 + 9,934 rows =
+    19,659 processed; run4: 18,494 = 3,128 processed + 15,366 failed). A thread file
+    that lost its tail parses cleanly, so only the count tells: the client is partial,
+    the reason gives both counts, and the figures of the others still stand."""
+    clients = {
+        "client1": Client("pgbench_run1_log", _logs_run1(0.0)),
+        "client2": Client(fixture, _logs_run1(SKEW, fixture)),
+    }
+    logs = clients["client2"].logs
+    logs["pgbench_log.9435.1"] = _cut(logs["pgbench_log.9435.1"], 1000)
+    counted = _counted(fixture)
+    rows = counted // 2 + 1000
+    g = gather.gather_run(make_run(tmp_path, clients))
+    c1, c2 = g.run.clients
+    assert c1.status == RunStatus.COMPLETE and c1.reason is None
+    assert c2.status == RunStatus.PARTIAL
+    assert c2.reason.startswith(
+        f"per-transaction log cut short: {rows:,} rows where pgbench counted {counted:,}"
+    )
+    if fixture == "pgbench_run4_failures_log":
+        assert c2.reason.endswith("(3,128 processed + 15,366 failed)")
+    assert g.run.status == RunStatus.PARTIAL
+
+
+def test_a_full_log_with_rows_of_another_run_makes_the_client_partial(tmp_path):
+    clients = two()
+    logs = clients["client2"].logs
+    logs["pgbench_log.9435"] += _cut(logs["pgbench_log.9435"], 5)
+    g = gather.gather_run(make_run(tmp_path, clients))
+    c2 = g.run.clients[1]
+    assert c2.status == RunStatus.PARTIAL
+    assert c2.reason == (
+        "per-transaction log holds more than this run: 19,664 rows where pgbench "
+        "counted 19,659 transactions (19,659 processed)"
+    )
+
+
 def test_unreadable_log_after_a_clean_exit_makes_the_client_partial(tmp_path):
     clients = two()
     clients["client2"].logs["pgbench_log.9435"] += "1 2 3\n"
     g = gather.gather_run(make_run(tmp_path, clients))
     c2 = g.run.clients[1]
     assert c2.status == RunStatus.PARTIAL and c2.tps == RUN1_TPS
-    assert c2.reason.startswith("unreadable pgbench log: ") and "pgbench_log.9435:601:" in c2.reason
+    assert (
+        c2.reason.startswith("unreadable pgbench log: ") and "pgbench_log.9435:9830:" in c2.reason
+    )
     assert g.run.status == RunStatus.PARTIAL
 
 
@@ -841,7 +912,11 @@ def test_the_start_in_three_steps_launch_connections_first_transactions(tmp_path
     up after its launch, and the first transactions come from the logs (client2's 250 ms
     later). gather stores the three spreads; the report says which are the server's."""
     clients = two()
-    clients["client2"] = Client("pgbench_run4_failures_log", _logs_run1(SKEW), launched_delay=0.003)
+    clients["client2"] = Client(
+        "pgbench_run4_failures_log",
+        _logs_run1(SKEW, "pgbench_run4_failures_log"),
+        launched_delay=0.003,
+    )
     run_dir = make_run(tmp_path, clients)
     facts = gather.gather_run(run_dir).run.facts
     assert facts["launch_skew_s"] == pytest.approx(0.003, abs=1e-6)

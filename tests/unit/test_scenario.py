@@ -897,6 +897,68 @@ def test_a_setting_drivelab_owns_is_refused_in_one_line(tmp_path: Path, name: st
     )
 
 
+#: settings that make the server run a shell command or load code
+RUNS_CODE_NAMES = [
+    "archive_command", "archive_cleanup_command", "restore_command", "recovery_end_command",
+    "ssl_passphrase_command", "archive_library", "jit_provider", "dynamic_library_path",
+]  # fmt: skip
+
+
+def _db_vars(inventory: dict[str, Any]) -> dict[str, Any]:
+    hosts = inventory["all"]["children"]["db"]["hosts"]
+    return hosts[next(iter(hosts))]
+
+
+@pytest.mark.parametrize("name", RUNS_CODE_NAMES)
+def test_a_setting_that_runs_code_needs_the_db_hosts_inventory_to_allow_it(
+    tmp_path: Path, name: str
+) -> None:
+    """A scenario file may come from anyone; the DB host's operator allows by name. The
+    file loads (its names are PostgreSQL's), the inventory check refuses it in one line,
+    and the same inventory listing the name lets it through."""
+    path = write(tmp_path, with_(postgresql={"sets": {"arch": {name: "touch /tmp/x"}}}))
+    s = sc.load(path)
+    with pytest.raises(DrivelabError) as info:
+        sc.validate_against_inventory(s, INVENTORY, path)
+    assert str(info.value) == (
+        f"{path}: postgresql.sets.arch.{name}: {name} runs {sc.PG_RULES.RUNS_CODE[name]}: set"
+        f" only where the DB host's inventory allows it (postgresql_server_allow_commands:"
+        f" [{name}])"
+    )
+    allowing = copy.deepcopy(INVENTORY)
+    _db_vars(allowing)["postgresql_server_allow_commands"] = [name]
+    sc.validate_against_inventory(s, allowing, path)
+    # allowing one does not allow the others
+    other = next(n for n in RUNS_CODE_NAMES if n != name)
+    s2 = sc.load(write(tmp_path, with_(postgresql={"settings": {other: "x"}})))
+    with pytest.raises(DrivelabError, match=f"postgresql.settings.{other}: {other} runs "):
+        sc.validate_against_inventory(s2, allowing, path)
+
+
+@pytest.mark.parametrize(
+    ("allow", "why"),
+    [
+        ("archive_command", "must be a list of setting names (got 'archive_command')"),
+        (["port"], "'port' is not a setting that runs code (those are: archive_cleanup_command,"),
+    ],
+)
+def test_an_allow_list_that_names_no_such_setting_is_refused(tmp_path, allow, why) -> None:
+    path = write(tmp_path, with_())
+    inventory = copy.deepcopy(INVENTORY)
+    _db_vars(inventory)["postgresql_server_allow_commands"] = allow
+    with pytest.raises(DrivelabError) as info:
+        sc.validate_against_inventory(sc.load(path), inventory, path)
+    assert str(info.value).startswith(f"{path}: inventory: dbhost postgresql_server_allow_commands")
+    assert why in str(info.value)
+
+
+def test_the_host_rules_name_every_setting_that_runs_code() -> None:
+    assert sorted(sc.PG_RULES.RUNS_CODE) == sorted(RUNS_CODE_NAMES)
+    # an owned name stays owned whatever the allow list says
+    assert "itself" in sc.PG_RULES.name_problem("port", allowed=["port"])
+    assert sc.PG_RULES.name_problem("archive_command", ["archive_command"]) is None
+
+
 PG_BAD: list[tuple[str, Any, str]] = [
     (
         "owned, for every cell",

@@ -2,8 +2,9 @@
 """The PostgreSQL settings of drivelab's cluster, checked by the installed server itself,
 applied with a reload (or a restart where one needs it), and verified.
 
-* ``state: check`` (read-only): refuses a setting drivelab keeps for itself or one that
-  would stop the run, then asks the installed server about each of ``settings``:
+* ``state: check`` (read-only): refuses a setting drivelab keeps for itself, one that
+  would stop the run, and one that runs a command or loads code (archive_command,
+  ssl_passphrase_command, jit_provider...) unless ``allow_commands`` names it, then asks the installed server about each of ``settings``:
   ``postgres -D <conf_dir> -c lc_messages=C -c NAME=VALUE -C NAME`` (as postgres; no
   cluster needs to run). Unknown names (with the closest known one), bad values, units
   the server would not parse: one line, nothing changed. Returns ``settings`` (the text
@@ -35,6 +36,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.drivelab_pgsettings import (
     Refusal,
+    allow_problem,
     describe_config,
     name_problem,
     took,
@@ -48,6 +50,7 @@ short_description: check PostgreSQL settings with the installed server, apply th
 options:
   state: {description: "check (refuse what the server or drivelab would not take), judge (a verdict per pair), apply (reload or restart, verify)", type: str, choices: [check, judge, apply], default: check}
   settings: {description: "check: the settings to write (name: value)", type: dict, default: {}}
+  allow_commands: {description: "check, judge: the settings that run a command or load code (archive_command...) this DB host's operator allows; any other is refused", type: list, elements: str, default: []}
   pairs: {description: "judge: [{name, value}] to ask the server about", type: list, elements: dict, default: []}
   expected: {description: "apply: each setting as the server reads it (check's expected)", type: dict, default: {}}
   changed: {description: "apply: the settings file changed", type: bool, default: false}
@@ -144,11 +147,21 @@ class Server:
         self.module.fail_json(msg=f"cluster {p['major']}/{p['cluster']}: {message}")
 
 
+def allowed(module: AnsibleModule) -> list:
+    """The DB host's allowed settings that run code (ALLOW_VAR), or a failure."""
+    allow = module.params["allow_commands"]
+    problem = allow_problem(allow)
+    if problem:
+        module.fail_json(msg=problem, refusal="bad_allow")
+    return allow
+
+
 def check(module: AnsibleModule, server: Server) -> None:
     settings = module.params["settings"]
+    allow = allowed(module)
     texts = {}
     for name in sorted(settings):
-        problem = name_problem(name)
+        problem = name_problem(name, allow)
         if problem:
             module.fail_json(msg=f"setting {name}: {problem}", refusal="owned")
         try:
@@ -211,11 +224,12 @@ def write(module: AnsibleModule, texts: dict) -> bool:
 def judge(module: AnsibleModule, server: Server) -> None:
     if not os.path.exists(os.path.join(server.conf_dir, "postgresql.conf")):
         server.fail(f"no {server.conf_dir}/postgresql.conf: provision the DB host first")
+    allow = allowed(module)
     known = server.known()
     out = []
     for pair in module.params["pairs"]:
         name, value = pair.get("name"), pair.get("value")
-        problem = name_problem(name)
+        problem = name_problem(name, allow)
         if problem:
             out.append({"name": name, "value": value, "ok": False, "message": problem})
             continue
@@ -272,6 +286,7 @@ def main() -> None:
         argument_spec={
             "state": {"type": "str", "choices": ["check", "judge", "apply"], "default": "check"},
             "settings": {"type": "dict", "default": {}},
+            "allow_commands": {"type": "list", "elements": "str", "default": []},
             "pairs": {"type": "list", "elements": "dict", "default": []},
             "expected": {"type": "dict", "default": {}},
             "changed": {"type": "bool", "default": False},

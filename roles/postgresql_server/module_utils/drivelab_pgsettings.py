@@ -74,6 +74,24 @@ STOPS_THE_RUN = {
     "local_preload_libraries": _LIBRARY,
 }
 
+_SHELL = "a shell command the server runs as postgres"
+_CODE = "code the server loads into itself"
+#: settings that make the server run a program or load code named in the setting: a
+#: scenario file may come from anyone, so each is set only where the DB host's
+#: inventory allows it by name (ALLOW_VAR)
+RUNS_CODE = {
+    "archive_command": _SHELL + " for every WAL segment",
+    "archive_cleanup_command": _SHELL + " on a standby",
+    "restore_command": _SHELL + " in recovery",
+    "recovery_end_command": _SHELL + " at the end of recovery",
+    "ssl_passphrase_command": _SHELL + " for the SSL key's passphrase",
+    "archive_library": _CODE + " to archive WAL",
+    "jit_provider": _CODE + " for JIT compilation",
+    "dynamic_library_path": "where the server looks for " + _CODE,
+}
+#: the DB host's variable that lists the RUNS_CODE settings its operator allows
+ALLOW_VAR = "postgresql_server_allow_commands"
+
 
 class Refusal(Exception):
     """A setting drivelab will not pass on; ``str()`` is the line to show."""
@@ -84,8 +102,9 @@ def _show(value, limit=40):
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def name_problem(name):
-    """Why drivelab will not set ``name`` (one line, without the name), or None."""
+def name_problem(name, allowed=()):
+    """Why drivelab will not set ``name`` (one line, without the name), or None.
+    ``allowed``: the RUNS_CODE names the DB host's inventory allows (ALLOW_VAR)."""
     if isinstance(name, str) and name != name.lower() and NAME.fullmatch(name.lower()):
         return f"write {name} in lower case: {name.lower()} (PostgreSQL ignores the case)"
     if not isinstance(name, str) or not NAME.fullmatch(name):
@@ -94,6 +113,24 @@ def name_problem(name):
         return f"drivelab sets {name} itself ({OWNED[name]}): not a setting to give"
     if name in STOPS_THE_RUN:
         return f"{name} would stop the run ({STOPS_THE_RUN[name]}): not a setting to give"
+    if name in RUNS_CODE and name not in allowed:
+        return (
+            f"{name} runs {RUNS_CODE[name]}: set only where the DB host's inventory allows"
+            f" it ({ALLOW_VAR}: [{name}])"
+        )
+    return None
+
+
+def allow_problem(allowed):
+    """Why ``allowed`` (the DB host's ALLOW_VAR) is not a list of RUNS_CODE names, or None."""
+    if not isinstance(allowed, (list, tuple)):
+        return f"{ALLOW_VAR} must be a list of setting names (got {_show(allowed)})"
+    for name in allowed:
+        if name not in RUNS_CODE:
+            return (
+                f"{ALLOW_VAR}: {_show(name)} is not a setting that runs code"
+                f" (those are: {', '.join(sorted(RUNS_CODE))})"
+            )
     return None
 
 
