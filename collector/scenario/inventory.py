@@ -237,6 +237,41 @@ def _check_runs_code(s: Scenario, inventory: dict[str, Any], host: str, source: 
                 raise _fail(source, f"{path}.{name}: {problem}")
 
 
+#: a pgbench meta-command that runs a shell command on the client (``\shell``,
+#: ``\setshell``; pgbench reads meta-command names in any case): the same pattern as
+#: roles/pgbench_run/vars/main.yml's ``__pgbench_run_shell_pattern``
+SHELL_META = re.compile(r"\\(set)?shell(?![a-z0-9_])", re.IGNORECASE)
+SHELL_ALLOW_VAR = "pgbench_run_allow_shell"
+
+
+def _check_script_shell(s: Scenario, inventory: dict[str, Any], source: str) -> None:
+    """A custom script that runs shell commands (``\\shell``, ``\\setshell``) only where
+    every client's inventory allows it (the clients' pgbench_run role refuses the same on
+    its own)."""
+    script = s.workload.script
+    if s.workload.mode != "custom" or not script or not Path(script).is_absolute():
+        return  # no script, or one not resolved against its scenario's folder
+    try:
+        text = Path(script).read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise _fail(source, f"workload.script: cannot read {script} ({err.strerror})") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        m = SHELL_META.search(line)
+        if m is None:
+            continue
+        refused = [c for c in client_hosts(inventory)
+                   if host_vars(inventory, c).get(SHELL_ALLOW_VAR) is not True]  # fmt: skip
+        if refused:
+            raise _fail(
+                source,
+                f"workload.script: {script} line {number} runs a shell command on the client"
+                f" hosts (pgbench's {m.group(0)}): allowed only where the clients' inventory"
+                f" sets {SHELL_ALLOW_VAR}: true (not set for {refused[0]}"
+                + (f" and {len(refused) - 1} more)" if len(refused) > 1 else ")"),
+            )
+        return
+
+
 def client_hosts(inventory: dict[str, Any]) -> list[str]:
     """The inventory's client hosts, client1..clientN in numeric order."""
     return sorted(map(str, _group_hosts(inventory, "clients")), key=_natural)
@@ -285,6 +320,7 @@ def validate_against_inventory(s: Scenario, inventory: dict[str, Any], path: Pat
                 )
     _check_declared(s, inventory, host, source)
     _check_runs_code(s, inventory, host, source)
+    _check_script_shell(s, inventory, source)
     for i, count in enumerate(s.hosts):
         if count > len(clients):
             raise _fail(

@@ -2,7 +2,9 @@
 killed with SIGKILL after its first stored run and started again finishes with
 exactly the expected runs in the store; adaptive repetitions stop within their bounds;
 a scenario's PostgreSQL setting the server does not know is refused in seconds with
-nothing changed, and two sets of settings (wal_sync_method) are two stored cells that
+nothing changed; a setting that runs a command (archive_command) and a custom script
+with \\shell are refused by the DB host's and the clients' own roles unless their
+inventory allows them; two sets of settings (wal_sync_method) are two stored cells that
 `drivelab compare` tells apart by that setting; a three-step rate sweep stores three
 runs with their p99 and the report lists them ordered by rate; the rate search on
 hdd7200 finds a sustained rate inside its bracket, and a real run at 1.5 times it
@@ -320,6 +322,55 @@ def test_a_setting_that_runs_a_command_is_refused_on_the_db_host_unless_its_inve
     assert "postgresql_server_allow_commands: 'archive_comand' is not a setting that runs code" in (
         unknown.stdout
     ), unknown.stdout[-2000:]
+
+
+PREPARE_ONLY = """\
+    ---
+    - name: The clients' preparation alone, as an operator's own playbook would call it
+      hosts: clients
+      gather_facts: false
+      tasks:
+        - name: Prepare
+          ansible.builtin.include_role:
+            name: pgbench_run
+            tasks_from: prepare
+"""
+
+
+def test_a_custom_script_with_a_shell_command_is_refused_on_the_clients_unless_allowed(
+    lab2, tmp_path
+):
+    """pgbench's \\shell runs a command on the client at every transaction. Called with
+    -e (no scenario), the clients' own role refuses the script in one line each, before
+    it is copied; with pgbench_run_allow_shell the same call passes (in check mode)."""
+    marker = Path("/tmp/drivelab-shell-ran")
+    marker.unlink(missing_ok=True)
+    script = tmp_path / "mine.sql"
+    script.write_text(f"\\set aid random(1, 10)\n\\SHELL touch {marker}\nSELECT 1;\n")
+    book = tmp_path / "prepare.yml"
+    book.write_text(textwrap.dedent(PREPARE_ONLY))
+    asked = {"pgbench_run_mode": "custom", "pgbench_run_script": str(script),
+             "pgbench_run_dir": str(tmp_path / "run")}  # fmt: skip
+
+    def prepare(extra: dict, *args: str) -> subprocess.CompletedProcess:
+        doc = tmp_path / "extra.json"
+        doc.write_text(json.dumps(extra))
+        return ansible(
+            "ansible-playbook", str(book), "-i", "inventory/local", "-e", f"@{doc}", *args
+        )
+
+    refused = prepare(asked)
+    assert refused.returncode != 0, refused.stdout[-2000:]
+    for client in ("client1", "client2"):
+        assert (
+            f"custom script {script} runs shell commands on {client} (pgbench's \\shell or"
+            " \\setshell): allowed only where the client's inventory sets"
+            " pgbench_run_allow_shell: true; nothing was run"
+        ) in refused.stdout, refused.stdout[-2000:]
+    assert "TASK [pgbench_run : Custom script]" not in refused.stdout  # never copied
+    allowed = prepare({**asked, "pgbench_run_allow_shell": True}, "--check")
+    assert allowed.returncode == 0, allowed.stdout[-2000:]
+    assert not marker.exists()
 
 
 def test_two_sets_of_settings_are_two_stored_cells_with_their_applied_setting(lab2, tmp_path):

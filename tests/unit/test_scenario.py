@@ -16,6 +16,7 @@ from collector import scenario as sc
 from collector.errors import DrivelabError
 from collector.paths import REPO
 from collector.scenario import pgsettings
+from collector.scenario.inventory import SHELL_META
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yml"))
 INVENTORY = sc.load_inventory(REPO / "tests" / "data" / "inventory")
@@ -420,6 +421,49 @@ def test_custom_script_resolves_next_to_the_file(tmp_path: Path) -> None:
     assert cell.pgbench.script == str((tmp_path / "sql" / "mine.sql").resolve())
     assert cell.pgbench.extra_vars()["pgbench_run_script"] == cell.pgbench.script
     assert cell.cell_id.endswith("-custom")
+
+
+SHELL_SCRIPTS = [
+    ("\\set aid random(1, 100000)\n\\shell touch /tmp/x\nSELECT 1;\n", 2, "\\shell"),
+    ("SELECT 1;\n  \\SetShell n echo 1\n", 2, "\\SetShell"),
+    ("\\set aid 1\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid; \\shell rm x\n", 2, "\\shell"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "line", "word"), SHELL_SCRIPTS)
+def test_a_custom_script_that_runs_shell_commands_needs_the_clients_to_allow_it(
+    tmp_path: Path, text: str, line: int, word: str
+) -> None:
+    r"""pgbench's \shell and \setshell run a shell command on the client host at every
+    transaction: refused in one line naming the script's line, unless every client's
+    inventory sets pgbench_run_allow_shell (its role refuses the same on its own)."""
+    script = tmp_path / "mine.sql"
+    script.write_text(text)
+    path = write(tmp_path, workload(mode="custom", script="mine.sql"))
+    s = sc.load(path)
+    with pytest.raises(DrivelabError) as info:
+        sc.validate_against_inventory(s, INVENTORY, path)
+    clients = sc.client_hosts(INVENTORY)
+    assert str(info.value) == (
+        f"{path}: workload.script: {script.resolve()} line {line} runs a shell command on the"
+        f" client hosts (pgbench's {word}): allowed only where the clients' inventory sets"
+        f" pgbench_run_allow_shell: true (not set for {clients[0]} and {len(clients) - 1} more)"
+    )
+    allowing = copy.deepcopy(INVENTORY)
+    allowing["all"]["children"]["clients"]["vars"] = {"pgbench_run_allow_shell": True}
+    sc.validate_against_inventory(s, allowing, path)
+
+
+def test_a_custom_script_without_shell_commands_passes(tmp_path: Path) -> None:
+    (tmp_path / "mine.sql").write_text("\\set aid random(1, 10)\n\\sleep 1 ms\nSELECT 'shell';\n")
+    path = write(tmp_path, workload(mode="custom", script="mine.sql"))
+    sc.validate_against_inventory(sc.load(path), INVENTORY, path)
+
+
+def test_the_clients_role_looks_for_shell_commands_with_the_same_pattern() -> None:
+    role_vars = yaml.safe_load((REPO / "roles/pgbench_run/vars/main.yml").read_text())
+    pattern = role_vars["__pgbench_run_shell_pattern"]
+    assert pattern == "(?i)" + SHELL_META.pattern
 
 
 # --- expansion -------------------------------------------------------------------------------
