@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.conftest import db_drives, playbook, recap
+from tests.lab.conftest import ansible, db_drives, playbook, recap
 
 pytestmark = pytest.mark.lab
 
@@ -154,6 +154,40 @@ def test_changing_the_filesystem_reformats_only_that_drive(made):
     assert blkid(nvme)["TYPE"] == "xfs"
     assert mounted()["/srv/drivelab/nvme"][1] == "xfs"
     assert blkid(next(d["device"] for d in db_drives() if d["name"] == "ssd"))["UUID"] == ssd_uuid
+
+
+RECORDS = Path("/var/lib/drivelab/candidates")
+
+
+def test_a_raid_member_formatted_alone_marks_the_sets_record_replaced(made):
+    """raid1 formatted on its own (another name, as a scenario's next cell does) destroys
+    r10: r10's record says so (never mounted again after a reboot) and keeps its UUID,
+    so its other members stay drivelab's to wipe; removing raid1 wipes raid1 only."""
+    raid1, raid2 = (
+        next(d["device"] for d in db_drives() if d["name"] == n) for n in ("raid1", "raid2")
+    )
+    r10_uuid = json.loads((RECORDS / "r10.json").read_text())["uuid"]
+    alone = [{"name": "raid1", "drives": ["raid1"], "fs": "ext4"}]
+    proc = playbook("drives.yml", {"candidate_drive_request": alone})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    rec = json.loads((RECORDS / "r10.json").read_text())
+    assert rec["replaced_by"] == "raid1" and rec["uuid"] == r10_uuid, rec
+    assert blkid(raid1)["TYPE"] == "ext4" and blkid(raid2)["UUID"] == r10_uuid
+    assert "/srv/drivelab/r10" not in mounted()
+    # the remount entry point (what runs after a reboot) leaves r10 alone, with the reason
+    remount = ansible("ansible-playbook", "tests/lab/playbooks/remount_entry_point.yml")
+    assert remount.returncode == 0, remount.stdout[-3000:]
+    said = " ".join((remount.stdout + remount.stderr).split())
+    assert "r10: its drives were since formatted as drivelab's raid1: not mounted" in said, said[
+        -3000:
+    ]
+    assert "/srv/drivelab/r10" not in mounted()
+    gone = playbook(
+        "drives.yml", {"candidate_drive_request": alone, "candidate_drive_state": "absent"}
+    )
+    assert gone.returncode == 0, gone.stdout[-3000:]
+    assert not blkid(raid1) and blkid(raid2)["UUID"] == r10_uuid
+    assert not (RECORDS / "raid1.json").exists() and (RECORDS / "r10.json").exists()
 
 
 def test_absent_unmounts_and_wipes_only_the_own_marker(made):

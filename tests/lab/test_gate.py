@@ -465,6 +465,25 @@ def test_a_missing_mkfs_is_refused_before_wipefs_through_tasks_from(sacrifice, t
     print(msg)
 
 
+def test_two_filesystems_on_one_drive_are_refused_by_the_role_through_tasks_from(sacrifice):
+    """The preflight role's check is not on this path: the candidate_drive role refuses
+    a request that puts raid1 in two filesystems itself, before the gate, touching nothing."""
+    before = full_snapshot(sacrifice)
+    proc, lines = run_playbook(ENTRY_POINT, {
+        "candidate_drive_request": [
+            {"name": "one", "drives": ["raid1"], "fs": "ext4"},
+            {"name": "two", "drives": ["raid2", "raid1"], "fs": "btrfs", "raid_level": "raid1"},
+        ],
+        "candidate_drives": db_drives(),
+    })  # fmt: skip
+    assert proc.returncode != 0
+    msg = lines[0]["msg"]
+    assert msg == (
+        "dbhost: candidate_drive_request names raid1 in two filesystems; nothing was touched"
+    ), msg
+    assert full_snapshot(sacrifice) == before
+
+
 def blkid_type(dev: str) -> str:
     return subprocess.run(
         ["blkid", "-p", "-s", "TYPE", "-o", "value", dev],

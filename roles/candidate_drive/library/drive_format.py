@@ -297,13 +297,25 @@ def run(module):
             cmds.extra.add(md_path(name))
             sh(cmds.wipefs(md_path(name)))
             sh(cmds.mdadm_stop(name))
+        # only the members that carry this filesystem (a member since formatted as
+        # another of drivelab's is that one's to remove)
+        ours = {rec.get("uuid"), rec.get("md_uuid")} - {None}
         for g in gated:
-            if g["own"] or rec.get("md_uuid"):
+            if (g["own"] and g.get("uuid") in ours) or rec.get("md_uuid"):
                 sh(cmds.wipefs(g["device"]))
         os.unlink(os.path.join(p["state_dir"], f"{name}.json"))
         module.exit_json(changed=True, msg=f"{name}: unmounted and wiped its drivelab marker")
 
-    same = rec and {k: rec.get(k) for k in want} == want and all(g["own"] for g in gated)
+    if rec and rec.get("replaced_by") and p["state"] == "mounted":
+        reason = f"{name}: its drives were since formatted as drivelab's {rec['replaced_by']}: not mounted"
+        module.warn(reason)
+        module.exit_json(changed=False, skip_reason=reason)
+    same = (
+        rec
+        and not rec.get("replaced_by")
+        and {k: rec.get(k) for k in want} == want
+        and all(g["own"] for g in gated)
+    )
     if p["state"] == "mounted" and not same:
         raise Refusal(
             f"{name}: its drives no longer carry the filesystem drivelab recorded"
@@ -393,8 +405,16 @@ def run(module):
     if [g["device"] for g in gated] != devices:
         raise Refusal(f"{name}: the devices changed between two checks of the gate")
     mount_point_ready(point)
+    # drivelab's filesystems of other names on these drives (an earlier cell's RAID set
+    # over the same members): what follows destroys them, so their records say so (kept:
+    # the set's other members still carry its marker, drivelab's to wipe), never left to
+    # describe a filesystem that could be mounted again
+    replaced = [old for old in replaced_records(recs, name, gated)  # md ones went above
+                if os.path.exists(os.path.join(p["state_dir"], f"{old}.json"))]  # fmt: skip
     for dev in devices:
         sh(cmds.wipefs(dev))
+    for old in replaced:
+        write_record(p["state_dir"], {**recs[old], "replaced_by": name, "replaced_at": time.time()})
     target = devices[0]
     md_uuid = None
     if method == "mdadm":
@@ -414,7 +434,22 @@ def run(module):
     )  # fmt: skip
     sh(cmds.mount(fs, target, name, opts, devices if method == "btrfs" else ()))
     module.exit_json(changed=True, uuid=uuid, device=target, devices=devices, label=label,
-                     mount_point=point)  # fmt: skip
+                     mount_point=point, replaced=replaced)  # fmt: skip
+
+
+def replaced_records(recs, name, gated):
+    """The names of drivelab's other filesystems that ``gated`` members carry (their
+    UUID, or their md array's, recorded), or whose record names one of these devices."""
+    found = {g["uuid"] for g in gated if g["own"] and g.get("uuid")}
+    devices = {g["device"] for g in gated}
+    return sorted(
+        old
+        for old, rec in recs.items()
+        if old != name
+        and not rec.get("replaced_by")
+        and ({rec.get("uuid"), rec.get("md_uuid")} & found
+             or set(rec.get("devices") or []) & devices)
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
