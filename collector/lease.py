@@ -37,7 +37,7 @@ from typing import Any, Protocol
 import yaml
 
 from collector import playbook
-from collector.ansible_plugins.filter.drivelab import pid_start
+from collector.ansible_plugins.filter.drivelab import controller_id, pid_start
 from collector.errors import DrivelabError
 from collector.paths import REPO
 from collector.scenario.inventory import host_vars
@@ -272,7 +272,7 @@ def query(inventory_path: Path, inventory: dict) -> dict[str, Any]:
 
 def gone(record: dict[str, Any]) -> bool:
     """The holder ran on this controller and its process is no longer there."""
-    if record.get("controller") != socket.gethostname() or not record.get("pid"):
+    if record.get("controller_id") != controller_id() or not record.get("pid"):
         return False
     start = pid_start(record["pid"])
     return start is None or (record.get("pid_start") is not None and start != record["pid_start"])
@@ -310,6 +310,7 @@ class Lease:
             "token": uuid.uuid4().hex,
             "user": user,
             "controller": socket.gethostname(),
+            "controller_id": controller_id(),
             "pid": pid,
             "pid_start": pid_start(pid),
             "purpose": "drivelab run",
@@ -355,7 +356,7 @@ class Lease:
                 break
             record = res.get("lease") or {}
             if takeover is None and record and gone(record):
-                takeover = record.get("token")
+                takeover = record.get("token_sha256")
                 continue
             takeover = None
             text = f"{self.host} is in use: {describe(record)}"
@@ -364,9 +365,9 @@ class Lease:
                     f"lab lease: {text}; nothing was touched (--wait waits for it;"
                     " drivelab status shows it)"
                 )
-            if said != record.get("token"):
+            if said != record.get("token_sha256"):
                 self.say(f"lab lease: {text}; waiting for it (--wait)")
-                said = record.get("token")
+                said = record.get("token_sha256")
             self.sleep(WAIT_POLL_S)
         self._last_ok = self.clock()
         lease = res["lease"]

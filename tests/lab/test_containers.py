@@ -190,7 +190,10 @@ def example_as_the_lab(folder: Path, *, split: bool) -> Path:
     for d in pgbox["candidate_drives"]:
         mine = by_class[d["class"]]
         d.pop("serial")  # a loop device has none
-        d.update(device=mine["device"], size_bytes=mine["size_bytes"], allow_loop=True)
+        # its backing file lies outside the container, where the DB host's gate cannot
+        # examine it: the inventory vouches for it, as the lab's does
+        d.update(device=mine["device"], size_bytes=mine["size_bytes"], allow_loop=True,
+                 backing_file=mine["backing_file"])  # fmt: skip
     for name, hv in example["all"]["children"]["clients"]["hosts"].items():
         hv["ansible_host"] = lab["children"]["clients"]["hosts"][name]["ansible_host"]
     (folder / "group_vars").mkdir(parents=True)
@@ -250,13 +253,18 @@ def test_check_names_the_clock_ahead_and_nothing_else_and_so_does_the_example(
 def test_check_on_a_broken_copy_is_one_line_each_and_touches_nothing(scenario_run, tmp_path):
     """The example as the lab, broken: client1's login without sudo (its sudoers entry
     moved aside, put back after), a drive whose device does not exist, one declared with
-    a serial it does not have, and client2's clock ahead: one line each, exit 1, and no
+    a serial it does not have, a loop device whose backing file (outside the container)
+    no entry vouches for, and client2's clock ahead: one line each, exit 1, and no
     drive's signature changes."""
     folder = example_as_the_lab(tmp_path / "broken", split=False)
     doc = yaml.safe_load((folder / "hosts.yml").read_text(encoding="utf-8"))
     drives = doc["all"]["children"]["db"]["hosts"]["pgbox"]["candidate_drives"]
     drives.append(dict(drives[0], name="ghost", device="/dev/disk/by-id/drivelab-missing"))
     drives[1]["serial"] = "NOSUCHSERIAL"
+    # a lab drive the example does not use, its backing file not vouched for
+    spare = next(d for d in containers_drives() if d["device"] not in {e["device"] for e in drives})
+    drives.append({"name": "unvouched", "device": spare["device"],
+                   "size_bytes": spare["size_bytes"], "allow_loop": True})  # fmt: skip
     (folder / "hosts.yml").write_text(yaml.safe_dump(doc), encoding="utf-8")
     signatures = "blkid -p -o export /dev/disk/by-id/drivelab-lab-* | sort"
     before = on_hosts("dbhost", signatures)["dbhost"]
@@ -271,7 +279,7 @@ def test_check_on_a_broken_copy_is_one_line_each_and_touches_nothing(scenario_ru
         aside.rename(sudoers)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert lines[-1].startswith("check: 3 hosts, 4 problems"), lines
+    assert lines[-1].startswith("check: 3 hosts, 5 problems"), lines
     problems = sorted(lines[:-1])
     assert problems[0].startswith("client1: sudo as drivelab failed: "), problems
     assert "give drivelab passwordless sudo" in problems[0], problems
@@ -279,6 +287,11 @@ def test_check_on_a_broken_copy_is_one_line_each_and_touches_nothing(scenario_ru
     assert problems[2].startswith("pgbox: drive ghost (/dev/disk/by-id/drivelab-missing): does"), (
         problems)  # fmt: skip
     assert problems[3].startswith("pgbox: drive ssd100 (") and "NOSUCHSERIAL" in problems[3]
+    assert problems[4].startswith(f"pgbox: drive unvouched ({spare['device']}"), problems
+    assert (
+        f"its backing file {spare['backing_file']} lies outside this container, where it"
+        " cannot be examined, and the inventory declares none"
+    ) in problems[4], problems
     assert on_hosts("dbhost", signatures)["dbhost"] == before
 
 

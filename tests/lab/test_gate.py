@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -180,6 +181,21 @@ def regular_file() -> Iterator[None]:
         os.unlink(REGULAR_FILE)
 
 
+NODE = "/dev/drivelab-gate-node"
+
+
+@contextlib.contextmanager
+def second_node(name: str = "hdd10k") -> Iterator[None]:
+    """A device node of the drive's numbers under another path (not a link: its path
+    string resolves to itself)."""
+    st = os.stat(device(name))
+    os.mknod(NODE, 0o600 | stat.S_IFBLK, st.st_rdev)
+    try:
+        yield
+    finally:
+        os.unlink(NODE)
+
+
 CASES = [
     Case("not-in-inventory", "ghost", "drive ghost of candidate_drive_request is not listed in the inventory's candidate_drives"),
     Case("regular-file", "afile", f"drive afile ({REGULAR_FILE}): is not a block device",
@@ -206,6 +222,9 @@ CASES = [
          edit=replace("hdd10k", allow_loop=False)),
     Case("listed-twice", "hdd10k", "listed twice in candidate_drives (also as again)",
          edit=lambda drives: [*drives, dict(next(d for d in drives if d["name"] == "hdd10k"), name="again")]),
+    Case("same-device-numbers", "node", f"drive node ({NODE}): listed twice in candidate_drives (also as hdd10k)",
+         edit=lambda drives: [*drives, dict(next(d for d in drives if d["name"] == "hdd10k"), name="node", device=NODE)],
+         setup=second_node),
     Case("too-small", "hdd10k", "smaller than the 8589934592 the scenario needs",
          extra={"candidate_drive_min_size_bytes": 8 * 1024**3}),
 ]  # fmt: skip

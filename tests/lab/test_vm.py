@@ -4,7 +4,9 @@ namespaces of one NVMe controller, virtio disks), the clients containers. One la
 module: the guest is its own kernel with a stock cgroup v2 and every drive where the
 inventory says by its by-id path; the gate refuses real device stacks (an md member not
 assembled, an LVM physical volume, the sibling namespace under a declared namespace id, a
-partition of the root disk) in one line each and writes nothing; md RAID 1 runs end to end
+partition of the root disk; two hot-plugged SCSI disks of one WWN, a real disk whose
+entry says wipe with no serial or WWN, a second device node of a drive's numbers) in
+one line each and writes nothing; md RAID 1 runs end to end
 through `drivelab run`, and RAID 10 too, once the VM is reset in the middle of its first
 repetition (that run ends failed, the next one mounts the array again and completes);
 `lab down` leaves only the caches."""
@@ -245,6 +247,86 @@ def test_the_gate_refuses_real_device_stacks_in_one_line_each_and_writes_nothing
         assert want in text, (want, refusals)
 
 
+#: SCSI disks hot-plugged for the identity cases: two with one WWN (one disk on two
+#: paths, as without multipath), one whose inventory entry declares no identity
+TWINS = {"twin1": "DLTWIN1", "twin2": "DLTWIN2", "bare": "DLBARE"}
+TWIN_WWN = 0x5000C50015EAFF01
+
+
+def plug_scsi_disks() -> dict[str, str]:
+    """The TWINS, each a 1 GiB null-co node (reads zeros) on the lab's virtio-scsi
+    controller; their device paths as the guest names them, found by serial."""
+    for name, serial in TWINS.items():
+        props = {"driver": "scsi-hd", "id": f"{name}-dev", "drive": name, "bus": "scsi0.0",
+                 "serial": serial, **({"wwn": TWIN_WWN} if name != "bare" else {})}  # fmt: skip
+        qmp(
+            {"execute": "blockdev-add", "arguments": {"driver": "null-co", "node-name": name,
+                                                      "size": 1 << 30, "read-zeroes": True}},
+            {"execute": "device_add", "arguments": props},
+        )  # fmt: skip
+
+    def found() -> dict[str, str]:
+        rows = [line.split() for line in on_db("lsblk -dn -o NAME,SERIAL").splitlines()]
+        by_serial = {r[1]: f"/dev/{r[0]}" for r in rows if len(r) == 2}
+        return {n: by_serial[s] for n, s in TWINS.items() if s in by_serial}
+
+    wait_for(lambda: len(found()) == len(TWINS), 60, "the hot-plugged SCSI disks in the guest")
+    return found()
+
+
+def unplug_scsi_disks() -> None:
+    for name in TWINS:
+        qmp({"execute": "device_del", "arguments": {"id": f"{name}-dev"}},
+            events=("DEVICE_DELETED",), check=False)  # fmt: skip
+        qmp({"execute": "blockdev-del", "arguments": {"node-name": name}}, check=False)
+
+
+def test_one_disk_on_two_paths_and_a_real_disk_without_identity_are_refused(vm_lab):
+    """Two SCSI disks of one WWN (a disk reached on two paths without multipath: two
+    kernel names, two device numbers) are one disk to the gate; a real disk whose entry
+    says wipe without a serial or WWN is refused (its name may be another disk's after a
+    reboot); a second device node of a drive's numbers is the same drive listed twice.
+    Nothing is written."""
+    plugged = plug_scsi_disks()
+    try:
+        hdd7200 = next(d for d in db_drives() if d["name"] == "hdd7200")
+        real = on_db(f"readlink -f {hdd7200['device']}").strip()
+        numbers = on_db(f"stat -L -c '%t %T' {real}").split()
+        node = "/dev/drivelab-gate-node"
+        on_db(f"sudo mknod {node} b {int(numbers[0], 16)} {int(numbers[1], 16)}")
+        extra = [
+            {"name": "twin1", "device": plugged["twin1"], "serial": "DLTWIN1", "wipe": True},
+            {"name": "twin2", "device": plugged["twin2"], "serial": "DLTWIN2", "wipe": True},
+            {"name": "bare", "device": plugged["bare"], "wipe": True},
+            {"name": "node", "device": node, "serial": hdd7200["serial"]},
+        ]
+        request = [{"name": n, "drives": [n], "fs": "ext4"} for n in ("twin1", "bare", "node")]
+        devices = [*plugged.values(), real]
+        before = heads_and_tails(devices)
+        proc, failures = run_playbook(
+            "playbooks/drives.yml",
+            {"candidate_drive_request": request, "candidate_drives": [*db_drives(), *extra]},
+        )
+        after = heads_and_tails(devices)
+    finally:
+        on_db("sudo rm -f /dev/drivelab-gate-node")
+        unplug_scsi_disks()
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert before == after, "a refused request changed a drive's first or last 16 MiB"
+    refusals = failures[0]["msg"].removeprefix("refused: ").split("; ")
+    twin2 = plugged["twin2"].removeprefix("/dev/")
+    expected = [
+        f"drive twin1 ({plugged['twin1']}): has WWN naa.5000c50015eaff01, as drive twin2"
+        f" ({twin2}) does: one disk on two paths",
+        f"drive bare ({plugged['bare']}): the inventory says wipe for a real disk without its"
+        " serial or wwn",
+        f"drive node ({node}): listed twice in candidate_drives (also as hdd7200)",
+    ]
+    assert len(refusals) == len(expected), refusals
+    for text, want in zip(refusals, expected, strict=True):
+        assert text.startswith(want), (want, refusals)
+
+
 def stored_runs(db: Path) -> list[tuple]:
     con = sqlite3.connect(db)
     try:
@@ -319,18 +401,32 @@ def test_md_raid1_runs_end_to_end(vm_lab, tmp_path):
     assert "raid1" in mdstat and "[UU]" in mdstat, mdstat
 
 
-def system_reset(vm_dir: str) -> None:
-    """The guest reset as by its reset button (QMP system_reset): no shutdown, the page
-    cache and every write in flight lost."""
+def qmp(*commands: dict, events: tuple[str, ...] = (), check: bool = True) -> list[dict]:
+    """QMP commands to the lab's qemu, in order ({"execute", "arguments"}); waits for
+    each reply, then for ``events`` (each once, 30 s at most). Returns the replies."""
+    vm_dir = lab_inventory()["all"]["children"]["db"]["hosts"]["dbhost"]["drivelab_lab_vm"]
+    out = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(10)
+        sock.settimeout(30)
         sock.connect(f"{vm_dir}/qmp.sock")
         replies = sock.makefile("rb")
         replies.readline()  # the greeting
-        for command in ("qmp_capabilities", "system_reset"):
-            sock.sendall(json.dumps({"execute": command}).encode() + b"\n")
-            while "return" not in (reply := json.loads(replies.readline())):
-                assert "error" not in reply, reply
+        seen: set[str] = set()
+        for command in ({"execute": "qmp_capabilities"}, *commands):
+            sock.sendall(json.dumps(command).encode() + b"\n")
+            while not ({"return", "error"} & set(reply := json.loads(replies.readline()))):
+                seen.add(reply.get("event", ""))
+            assert not check or "error" not in reply, (command, reply)
+            out.append(reply)
+        while set(events) - seen:
+            seen.add(json.loads(replies.readline()).get("event", ""))
+    return out[1:]
+
+
+def system_reset() -> None:
+    """The guest reset as by its reset button (QMP system_reset): no shutdown, the page
+    cache and every write in flight lost."""
+    qmp({"execute": "system_reset"})
 
 
 def client_in_pgbench() -> bool:
@@ -356,7 +452,6 @@ def test_a_reset_in_a_repetition_fails_the_run_and_the_next_run_mounts_again_and
     path = tmp_path / "vm-reset.yml"
     path.write_text(RESET_SCENARIO)
     db = tmp_path / "results.db"
-    vm_dir = lab_inventory()["all"]["children"]["db"]["hosts"]["dbhost"]["drivelab_lab_vm"]
     boot = on_db("cat /proc/sys/kernel/random/boot_id").strip()
     env = dict(os.environ, COLUMNS="200")
     first = subprocess.Popen(
@@ -367,7 +462,7 @@ def test_a_reset_in_a_repetition_fails_the_run_and_the_next_run_mounts_again_and
     try:
         wait_for(client_in_pgbench, 1200, "client1's pgbench -T", every=2)
         time.sleep(3)
-        system_reset(vm_dir)
+        system_reset()
         out, _ = first.communicate(timeout=900)
     finally:
         if first.poll() is None:

@@ -30,8 +30,9 @@ rules = module_util("drivelab", "drivelab_lease")
 
 
 def holder(token: str, **kw) -> dict:
-    return {"token": token, "user": "ann", "controller": "ctl-a", "pid": 4242,
-            "purpose": "drivelab run", "scenario": "seed", "cell": None, **kw}  # fmt: skip
+    return {"token": token, "user": "ann", "controller": "ctl-a", "controller_id": "id-a",
+            "pid": 4242, "purpose": "drivelab run", "scenario": "seed", "cell": None,
+            **kw}  # fmt: skip
 
 
 def dead_pid() -> int:
@@ -84,12 +85,44 @@ def test_a_stale_holder_is_taken_over_after_its_time_to_live_and_knows_it_lost(t
 
 def test_a_takeover_names_the_token_it_replaces(tmp_path):
     """The controller saw the holder's process gone: only that holder is replaced, not one
-    that took the lease in between."""
+    that took the lease in between, and only by a holder of the same controller (a clone
+    of it has its host name, not its controller_id: it waits until the holder is stale
+    by the host's clock)."""
     path = str(tmp_path / "lease.json")
     rules.take(path, holder("a"), 120, now=1000.0)
+    gone = rules.digest("a")
     assert rules.take(path, holder("c"), 120, takeover="x", now=1001.0)["refusal"] == rules.HELD
-    took = rules.take(path, holder("c"), 120, takeover="a", now=1001.0)
+    clone = holder("c", controller_id="id-clone")
+    assert rules.take(path, clone, 120, takeover=gone, now=1001.0)["refusal"] == rules.HELD
+    took = rules.take(path, holder("c"), 120, takeover=gone, now=1001.0)
     assert took["held"] and took["took_over"]["why"] == "its process 4242 on ctl-a is gone"
+
+
+def test_the_file_keeps_a_digest_of_the_token_and_the_digest_holds_nothing(tmp_path):
+    """The lease file is readable by every user of the DB host: what it holds cannot
+    renew or release the lease, only the token its holder keeps can."""
+    path = str(tmp_path / "lease.json")
+    rules.take(path, holder("secret-token-a"), 120, now=1000.0)
+    text = Path(path).read_text()
+    assert "secret-token-a" not in text
+    seen = json.loads(text)["token_sha256"]
+    assert rules.release(path, seen)["released"] is False
+    assert (
+        rules.take(path, {"token": seen}, 120, must_hold=True, now=1001.0)["refusal"] == rules.LOST
+    )
+    assert rules.take(path, {"token": "secret-token-a"}, 120, must_hold=True, now=1002.0)["held"]
+    assert rules.release(path, "secret-token-a")["released"]
+
+
+def test_a_record_of_before_the_digest_is_still_its_holders(tmp_path):
+    """A lease written by the release before (the token itself in the file) is renewed by
+    its token and from then on keeps only the digest."""
+    path = tmp_path / "lease.json"
+    path.write_text(json.dumps({**holder("old"), "since": 1.0, "renewed": 1000.0, "ttl": 120.0}))
+    assert rules.take(str(path), holder("new"), 120, now=1001.0)["refusal"] == rules.HELD
+    assert rules.take(str(path), {"token": "old"}, 120, must_hold=True, now=1002.0)["held"]
+    doc = json.loads(path.read_text())
+    assert "token" not in doc and doc["token_sha256"] == rules.digest("old")
 
 
 def test_a_released_lease_is_lost_to_its_run(tmp_path):
@@ -121,7 +154,7 @@ def test_competing_processes_one_takes_it(tmp_path):
         p.join()
     winners = [t for t, held in results.items() if held]
     assert len(winners) == 1, results
-    assert rules.read(path)["token"] == winners[0]
+    assert rules.read(path)["token_sha256"] == rules.digest(winners[0])
     assert sorted(os.listdir(tmp_path)) == ["lease.json", "lease.json.lock"]  # no temporary left
 
 
@@ -139,14 +172,22 @@ def test_describe_says_who_what_since_and_the_expected_end():
 
 
 def test_gone_is_a_dead_process_of_this_controller_only():
-    me = socket.gethostname()
+    me, ident = socket.gethostname(), filters.controller_id()
     pid = os.getpid()
-    alive = {"controller": me, "pid": pid, "pid_start": filters.pid_start(pid)}
+    alive = {"controller": me, "controller_id": ident, "pid": pid,
+             "pid_start": filters.pid_start(pid)}  # fmt: skip
     assert not lease.gone(alive)
     assert not filters.drivelab_lease_gone(alive)
-    assert lease.gone({"controller": me, "pid": dead_pid()})
+    assert lease.gone({"controller": me, "controller_id": ident, "pid": dead_pid()})
+    assert filters.drivelab_lease_gone(
+        {"controller": me, "controller_id": ident, "pid": dead_pid()}
+    )
     assert lease.gone(dict(alive, pid_start=alive["pid_start"] - 1))  # the pid used again
-    assert not lease.gone({"controller": "elsewhere", "pid": dead_pid()})
+    assert not lease.gone({"controller": "elsewhere", "controller_id": "x", "pid": dead_pid()})
+    # a clone of this controller: its host name, another machine and boot
+    clone = {"controller": me, "controller_id": "clone", "pid": dead_pid()}
+    assert not lease.gone(clone) and not filters.drivelab_lease_gone(clone)
+    assert not lease.gone({"controller": me, "pid": dead_pid()})  # a record without the id
 
 
 class Local:
@@ -206,13 +247,14 @@ def test_wait_polls_until_the_holder_releases(tmp_path):
     assert said[0].endswith("; waiting for it (--wait)")
     assert len([s for s in said if "waiting" in s]) == 1  # said once per holder
     assert said[-1].startswith("lab lease: dbhost held by this run (taken in ")
-    assert rules.read(str(tmp_path / "lease.json"))["token"] == second.token
+    assert rules.read(str(tmp_path / "lease.json"))["token_sha256"] == rules.digest(second.token)
 
 
 def test_a_holder_whose_process_is_gone_is_taken_over_at_once_and_said(tmp_path):
     path = str(tmp_path / "lease.json")
     pid = dead_pid()
-    rules.take(path, holder("old", controller=socket.gethostname(), pid=pid), 120)
+    rules.take(path, holder("old", controller=socket.gethostname(),
+                            controller_id=filters.controller_id(), pid=pid), 120)  # fmt: skip
     said: list[str] = []
     run = make_lease(tmp_path, said=said)
     run.take()
@@ -494,7 +536,9 @@ def test_a_playbook_takes_a_free_lease_in_one_module_run_and_releases_it(tmp_pat
     held = json.loads((tmp_path / "lease.json.held").read_text())
     record = held.get("holder", held)
     assert record["purpose"] == "ansible-playbook book.yml", held
-    assert record["controller"] == socket.gethostname() and record["token"].startswith("playbook-")
+    assert record["controller"] == socket.gethostname()
+    assert record["controller_id"] == filters.controller_id()
+    assert "token" not in record and len(record["token_sha256"]) == 64  # its digest only
     assert rules.query(str(tmp_path / "lease.json"))["lease"] is None  # released at the end
 
 
@@ -514,14 +558,15 @@ def test_a_playbook_is_refused_in_one_line_while_a_live_holder_has_the_lease(tmp
 def test_a_playbook_takes_the_lease_over_from_a_holder_whose_process_is_gone(tmp_path):
     path = str(tmp_path / "lease.json")
     pid = dead_pid()
-    rules.take(path, holder("run-1", controller=socket.gethostname(), pid=pid), 120)
+    rules.take(path, holder("run-1", controller=socket.gethostname(),
+                            controller_id=filters.controller_id(), pid=pid), 120)  # fmt: skip
     proc, failures = run_lease_book(tmp_path)
     assert proc.returncode == 0 and not failures, proc.stdout[-3000:]
     said = task_output(proc.stdout, "Say a takeover")
     assert "dbhost: took the lab's lease over from drivelab run of scenario 'seed'" in said, said
     assert f"its process {pid} on {socket.gethostname()} is gone" in said, said
     held = json.loads((tmp_path / "lease.json.held").read_text())
-    assert "run-1" not in json.dumps(held.get("holder", held).get("token", "")), held
+    assert held.get("holder", held)["token_sha256"] != rules.digest("run-1"), held
     assert rules.query(path)["lease"] is None  # released at the end
 
 

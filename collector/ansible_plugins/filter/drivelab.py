@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import getpass
+import hashlib
 import ipaddress
 import multiprocessing
 import os
@@ -178,6 +179,19 @@ def controller_process():
     return pid, pid_start(pid)
 
 
+def controller_id():
+    """This controller as the lab's lease knows it: a digest of its machine id and its
+    boot (cloned controllers share a host name, often a machine id too, never a boot)."""
+    parts = []
+    for path in ("/etc/machine-id", "/proc/sys/kernel/random/boot_id"):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                parts.append(fh.read().strip())
+        except OSError:
+            parts.append("")
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
 def drivelab_lease_holder(purpose):
     """The lab lease's holder record for a playbook called directly: who runs it, on which
     controller, its process."""
@@ -189,6 +203,7 @@ def drivelab_lease_holder(purpose):
     return {
         "user": user,
         "controller": socket.gethostname(),
+        "controller_id": controller_id(),
         "pid": pid,
         "pid_start": start,
         "purpose": purpose,
@@ -198,7 +213,7 @@ def drivelab_lease_holder(purpose):
 def drivelab_lease_gone(record):
     """True when a lease record's holder ran on this controller and its process is gone
     (no such pid, or a later process with that number): it cannot renew, take it over."""
-    if not record or record.get("controller") != socket.gethostname() or not record.get("pid"):
+    if not record or record.get("controller_id") != controller_id() or not record.get("pid"):
         return False
     start = pid_start(record["pid"])
     return start is None or (record.get("pid_start") is not None and start != record["pid_start"])

@@ -388,11 +388,15 @@ def in_container():
         return False
 
 
-def check_loop_backing(where, kname, *, protected_paths, mount_root, candidate_knames, mount_table):
+def check_loop_backing(
+    where, kname, *, protected_paths, mount_root, candidate_knames, mount_table, declared=None
+):
     """A loop device writes to its backing file: refuse one whose file lies in
     PostgreSQL's data or tablespaces, in a protected path, on a filesystem drivelab
     mounted for a candidate or on another candidate drive, is itself a block device,
-    is open in a process, or has other hard links (another name elsewhere)."""
+    is open in a process, or has other hard links (another name elsewhere).
+    ``declared``: the inventory's ``backing_file``, which vouches for a file outside a
+    container (where none of these checks can see it)."""
     backing = _read(f"/sys/block/{kname}/loop/backing_file")
     if not backing:
         raise Refusal(f"{where}: is a loop device with no backing file (not attached)")
@@ -405,9 +409,17 @@ def check_loop_backing(where, kname, *, protected_paths, mount_root, candidate_k
     except FileNotFoundError as err:
         # In a container, a loop device the container manager bound in has its backing
         # file in the manager's filesystem: the kernel names it as the manager sees it,
-        # and no path of this host reaches it, so it holds none of this host's data.
+        # and no path of this host reaches it, so none of the checks below can be made
+        # here. Only the side that sees it can vouch for it: the inventory declares that
+        # very file (the lab declares the files it made), else the device is refused.
         if in_container():
-            return None
+            if declared == backing:
+                return None
+            said = f"declares {declared}" if declared else "declares none"
+            raise Refusal(
+                f"{where}: {label} lies outside this container, where it cannot be"
+                f" examined, and the inventory {said} (backing_file: {backing} vouches for it)"
+            ) from err
         raise Refusal(f"{where}: {label} cannot be examined ({err.strerror})") from err
     except OSError as err:
         raise Refusal(f"{where}: {label} cannot be examined ({err.strerror})") from err
@@ -514,6 +526,30 @@ def wipe_refusal(where, found, wipe, label):
     )
 
 
+def _device_numbers(devpath):
+    """The device numbers of the block device ``devpath`` names (links followed), or
+    None (no path, not there, not a block device)."""
+    if not devpath:
+        return None
+    try:
+        st = os.stat(str(devpath))
+    except OSError:
+        return None
+    return st.st_rdev if stat.S_ISBLK(st.st_mode) else None
+
+
+def same_wwn(wwn, kname, inventory, entry):
+    """The other candidate drive whose device has WWN ``wwn`` ("name (kname)"), or None."""
+    for other in inventory:
+        numbers = None if other is entry else _device_numbers(other.get("device"))
+        if numbers is None:
+            continue
+        k = kname_of_majmin(f"{os.major(numbers)}:{os.minor(numbers)}")
+        if k and k != kname and device_identity(k)[1] == wwn:
+            return f"drive {other.get('name')} ({k})"
+    return None
+
+
 def check(
     drive,
     inventory,
@@ -558,10 +594,10 @@ def check(
         raise Refusal(f"{where}: cannot stat it ({err.strerror})") from err
     if not stat.S_ISBLK(st.st_mode):
         raise Refusal(f"{where}: is not a block device")
-    # the same device listed under two names (an alias and its target, or twice)
+    # the same device listed under two names: an alias and its target, a second device
+    # node of the same numbers, or twice (device numbers, not path strings)
     for other in inventory:
-        odev = str(other.get("device") or "")
-        if other is not entry and odev and os.path.exists(odev) and os.path.realpath(odev) == real:
+        if other is not entry and _device_numbers(other.get("device")) == st.st_rdev:
             raise Refusal(
                 f"{where}: listed twice in candidate_drives (also as {other.get('name')})"
             )
@@ -586,6 +622,10 @@ def check(
         raise Refusal(
             f"{where}: WWN is {wwn or 'unreadable'}, the inventory declares {entry['wwn']}"
         )
+    if wwn:
+        twin = same_wwn(wwn, kname, inventory, entry)
+        if twin:
+            raise Refusal(f"{where}: has WWN {wwn}, as {twin} does: one disk on two paths")
     ns = nvme_namespace(kname)
     if ns:
         why = namespace_refusal(where, entry, kname, nsid=ns[0], siblings=ns[1], serial=serial)
@@ -613,6 +653,7 @@ def check(
         backing = check_loop_backing(
             where, kname, protected_paths=list(protected_paths), mount_root=mount_root,
             candidate_knames=candidate_knames, mount_table=mount_table,
+            declared=entry.get("backing_file"),
         )  # fmt: skip
     members = family(kname)
     # a failed probe is a refusal, but the checks below name an in-use device better
@@ -633,6 +674,16 @@ def check(
         if kname_of_majmin(majmin) in members or src_k in members:
             mounted_points.append(point)
     protected = protected_knames(protected_paths, mount_table)
+    if wwn:
+        # a second path to a protected disk (another SCSI path, no multipath): its
+        # kernel name differs, its WWN does not
+        for k in sorted(protected):
+            disk = parent_of(k) or k
+            if disk not in members and device_identity(disk)[1] == wwn:
+                raise Refusal(
+                    f"{where}: has WWN {wwn}, as {disk} does, which {protected[k]}"
+                    " (one disk on two paths)"
+                )
     # our own filesystem, mounted at our own mount point, is not a refusal
     own_point = None
     if own:
@@ -677,6 +728,16 @@ def check(
     if probe.get("PTTYPE") or any(s.get("type") in ("gpt", "dos", "PMBR") for s in sigs):
         raise Refusal(
             f"{where}: has a partition table ({probe.get('PTTYPE') or 'found by wipefs'})"
+        )
+    if (
+        entry.get("wipe")
+        and not is_loop
+        and entry.get("serial") in (None, "")
+        and (entry.get("wwn") in (None, ""))
+    ):
+        raise Refusal(
+            f"{where}: the inventory says wipe for a real disk without its serial or wwn"
+            " (a name such as /dev/sdb can name another disk after a reboot): declare one"
         )
     found = sorted(
         {s.get("type", "?") for s in sigs} | ({probe["TYPE"]} if probe.get("TYPE") else set())

@@ -40,7 +40,7 @@ def main():
         argument_spec={
             "path": {"type": "path", "required": True},
             "state": {"type": "str", "choices": ["held", "absent", "query"], "default": "held"},
-            "token": {"type": "str", "no_log": False},
+            "token": {"type": "str", "no_log": True},
             "must_hold": {"type": "bool", "default": False},
             "takeover": {"type": "str", "no_log": False},
             "ttl": {"type": "float", "default": 120.0},

@@ -7,17 +7,25 @@
 # fsync'd and renamed over the lease: a reader sees the old record or the new one, never half.
 # All times in the record are the DB host's clock (since, renewed, expected_end), so two
 # controllers with different clocks judge a lease alike.
+#
+# The file is readable by every user of the DB host (drivelab status reads it), so it holds
+# the sha256 of the holder's token, never the token: only the holder, who has the token, can
+# renew or release it. A holder whose process is gone is taken over early only by a holder
+# of the same controller (its controller_id: machine id and boot, not its host name, which
+# cloned controllers share), which is the one that could see the process gone; any other
+# waits until the holder is stale by this host's clock.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import sys
 import tempfile
 import time
 
-#: what a holder record says (besides token, the holder's own secret-less identity)
-FIELDS = ("user", "controller", "pid", "pid_start", "purpose", "scenario", "cell")
+#: what a holder record says (besides the token's digest, the holder's identity)
+FIELDS = ("user", "controller", "controller_id", "pid", "pid_start", "purpose", "scenario", "cell")
 #: the refusal codes a failed take or check carries (collector/lease.py decides on them)
 HELD = "lease_held"
 LOST = "lease_lost"
@@ -32,7 +40,20 @@ def read(path):
         return None
     except ValueError:
         return None  # cannot happen with the rename; a hand-edited file counts as free
-    return doc if isinstance(doc, dict) and doc.get("token") else None
+    return doc if isinstance(doc, dict) and (doc.get("token_sha256") or doc.get("token")) else None
+
+
+def digest(token):
+    """What the file keeps of a token."""
+    return hashlib.sha256(str(token).encode("utf-8")).hexdigest()
+
+
+def holds(doc, token):
+    """Whether ``token`` is the holder of record ``doc`` (a record of before the digest
+    kept the token itself)."""
+    if doc.get("token_sha256"):
+        return doc["token_sha256"] == digest(token)
+    return doc.get("token") == token
 
 
 def _write(path, doc):
@@ -123,16 +144,17 @@ def take(path, holder, ttl, *, expected_seconds=None, takeover=None, must_hold=F
     ``took_over`` ({record, why} of a holder replaced) and, when not held, ``refusal``
     (HELD: someone else holds it; LOST: ``must_hold`` and the token no longer holds it).
     A holder is replaced when the lease is free, when it has not renewed within its own
-    time to live, or when its token is ``takeover`` (the controller saw its process gone).
-    ``must_hold``: only renew; a lease that is not this token's is not taken (a stage of a
-    run checks that its run still holds the lab)."""
+    time to live by this host's clock, or when ``takeover`` is its token's digest and
+    ``holder`` comes from its very controller (``controller_id``), which saw its process
+    gone. ``must_hold``: only renew; a lease that is not this token's is not taken (a
+    stage of a run checks that its run still holds the lab)."""
     token = holder["token"]
     with _Locked(path):
         now = time.time() if now is None else now
         cur = read(path)
         took_over = None
-        if cur is not None and cur.get("token") == token:
-            doc = dict(cur)
+        if cur is not None and holds(cur, token):
+            doc = {k: v for k, v in cur.items() if k != "token"}
         elif must_hold:
             why = "it is now held by " + describe(cur, now) if cur else "it was released"
             return {"held": False, "refusal": LOST, "lease": cur, "changed": False, "why": why}
@@ -145,14 +167,19 @@ def take(path, holder, ttl, *, expected_seconds=None, takeover=None, must_hold=F
                     _span(now - float(cur.get("renewed", 0))),
                     _span(float(cur.get("ttl", 0))),
                 )
-            elif takeover and cur.get("token") == takeover:
+            elif (
+                takeover
+                and takeover in (cur.get("token_sha256"), digest(cur.get("token") or ""))
+                and cur.get("controller_id")
+                and holder.get("controller_id") == cur.get("controller_id")
+            ):
                 why = "its process {} on {} is gone".format(cur.get("pid"), cur.get("controller"))
             else:
                 return {"held": False, "refusal": HELD, "lease": cur, "changed": False}
             took_over = {"record": cur, "why": why}
             doc = {"since": now}
         doc.update({k: holder.get(k) for k in FIELDS if k in holder})
-        doc.update(token=token, renewed=now, ttl=float(ttl))
+        doc.update(token_sha256=digest(token), renewed=now, ttl=float(ttl))
         if expected_seconds is not None:
             doc["expected_end"] = now + float(expected_seconds)
         _write(path, doc)
@@ -166,7 +193,7 @@ def release(path, token):
     """Free the lease if ``token`` holds it; another holder's lease is left alone."""
     with _Locked(path):
         cur = read(path)
-        if cur is None or cur.get("token") != token:
+        if cur is None or not holds(cur, token):
             return {"released": False, "lease": cur, "changed": False}
         os.unlink(path)
         return {"released": True, "lease": None, "changed": True}
