@@ -190,15 +190,23 @@ def test_tablespace_placement_both_clients_complete_in_step(pg, drive, tmp_path)
 
 
 def cut_short_log_is_partial(run_dir: Path, tmp_path: Path) -> None:
-    from collector.gather import gather_run  # noqa: PLC0415
+    """The copy gathered and stored as drivelab run stores a run: the run partial, with
+    client2's reason; client1's figures kept."""
+    from collector.gather import record_run_dir  # noqa: PLC0415
+    from collector.store import Store  # noqa: PLC0415
 
     copy = tmp_path / "cut" / run_dir.name
     shutil.copytree(run_dir, copy)
     log = max((copy / "client2").glob("pgbench_log.*"), key=lambda p: p.stat().st_size)
     lines = log.read_bytes().splitlines(keepends=True)
     log.write_bytes(b"".join(lines[: len(lines) // 2]))
-    c1, c2 = gather_run(copy).run.clients
-    assert c1.status.value == "complete", c1.reason
+    with Store.open(tmp_path / "cut.db") as store:
+        run_id = record_run_dir(store, copy)
+        (cell_id, _), *_ = store.cells(store.scenarios()[0].id)
+        (stored,) = [r for r in store.runs(cell_id) if r.id == run_id]
+        c1, c2 = store.client_results(run_id)
+    assert stored.status.value == "partial" and stored.reason.startswith("client2: "), stored
+    assert c1.status.value == "complete" and c1.tps > 0, c1.reason
     assert c2.status.value == "partial", c2.reason
     assert c2.reason.startswith("per-transaction log cut short: "), c2.reason
     assert f"pgbench counted {c2.processed + (c2.failed or 0) + (c2.skipped or 0):,} " in c2.reason
