@@ -257,6 +257,14 @@ def test_an_unknown_setting_is_refused_in_seconds_and_nothing_changes(lab2, tmp_
     assert not (tmp_path / "results" / "runs").exists()
 
 
+def own_playbook(book: Path, extra: dict, *args: str) -> subprocess.CompletedProcess:
+    """An operator's own playbook ``book`` against the lab, ``extra`` as -e @file (written
+    beside the playbook)."""
+    doc = book.with_suffix(".extra.json")
+    doc.write_text(json.dumps(extra))
+    return ansible("ansible-playbook", str(book), "-i", "inventory/local", "-e", f"@{doc}", *args)
+
+
 SETTINGS_ONLY = """\
     ---
     - name: The settings stage alone, as an operator's own playbook would call it
@@ -294,11 +302,7 @@ def test_a_setting_that_runs_a_command_is_refused_on_the_db_host_unless_its_inve
     conf = CONF.read_bytes()
 
     def settings_stage(extra: dict, *args: str) -> subprocess.CompletedProcess:
-        doc = tmp_path / "extra.json"
-        doc.write_text(json.dumps(extra))
-        return ansible(
-            "ansible-playbook", str(book), "-i", "inventory/local", "-e", f"@{doc}", *args
-        )
+        return own_playbook(book, extra, *args)
 
     refused = settings_stage(asked)
     assert refused.returncode != 0, refused.stdout[-2000:]
@@ -353,11 +357,7 @@ def test_a_custom_script_with_a_shell_command_is_refused_on_the_clients_unless_a
              "pgbench_run_dir": str(tmp_path / "run")}  # fmt: skip
 
     def prepare(extra: dict, *args: str) -> subprocess.CompletedProcess:
-        doc = tmp_path / "extra.json"
-        doc.write_text(json.dumps(extra))
-        return ansible(
-            "ansible-playbook", str(book), "-i", "inventory/local", "-e", f"@{doc}", *args
-        )
+        return own_playbook(book, extra, *args)
 
     refused = prepare(asked)
     assert refused.returncode != 0, refused.stdout[-2000:]
