@@ -15,11 +15,12 @@ APT_PACKAGES := postgresql postgresql-client postgresql-contrib fio openssh-serv
 	systemd-container debootstrap apt-cacher-ng faketime \
 	qemu-system-x86 qemu-utils
 
-.PHONY: help setup apt venv constraints demo test lint unit lab-test bench down clean
+.PHONY: help setup apt venv constraints demo test long-test lint unit lab-test bench down clean
 
 help:
 	@echo "make demo    build the local lab, run the two-client scenario (lab size), print the report"
 	@echo "make test    lint + unit + lab tests (installs what it needs)"
+	@echo "make long-test  the lab tests marked long (the VM lab's write cache cells, reset and recovery: 40 min)"
 	@echo "make bench   every script in bench/, each writing its section of docs/benchmarks.md (hours)"
 	@echo "make down    tear the local lab down"
 
@@ -80,8 +81,12 @@ lab-test: setup
 
 # Two workers: every lab test on one of them, in file order (one lab per machine; the
 # scheduler in tests/conftest.py), the unit tests on the other meanwhile.
+# The tests marked long (a quarter hour or more each on the VM lab) run by `make long-test`.
 test: setup lint
-	$(BIN)/pytest -n 2 --durations=25 tests
+	$(BIN)/pytest -n 2 --durations=25 -m "not long" tests
+
+long-test: setup
+	$(BIN)/pytest --durations=10 -m long tests
 
 bench: setup
 	$(BIN)/python bench/lab_timing.py

@@ -9,7 +9,8 @@ entry says wipe with no serial or WWN, a second device node of a drive's numbers
 one line each and writes nothing; md RAID 1 runs end to end
 through `drivelab run`, and RAID 10 too, once the VM is reset in the middle of its first
 repetition (that run ends failed, the next one mounts the array again and completes);
-`lab down` leaves only the caches."""
+`lab down` leaves only the caches. The write cache cells and the reset are marked long
+(about 20 and 18 minutes under TCG): `make long-test` runs them, `make test` does not."""
 
 from __future__ import annotations
 
@@ -132,7 +133,15 @@ def vm_lab():
     container_image_built_ahead()
     drivelab("lab", "down")
     try:
-        up = drivelab("lab", "up", "--hosts", "vm", timeout=1800)
+        try:
+            up = drivelab("lab", "up", "--hosts", "vm", timeout=1800)
+        except AssertionError as err:
+            # once on 2026-12-03 here (the first of two boots) the guest's init died of a
+            # general protection fault TCG raised at its first instructions, a kernel
+            # panic on the console: booted once more, said as a warning
+            warnings.warn(f"the VM lab did not come up; built again: {err}", stacklevel=1)
+            drivelab("lab", "down")
+            up = drivelab("lab", "up", "--hosts", "vm", timeout=1800)
         try:
             wait_for(db_answers_in_status, 60, "the VM's sshd after lab up", every=5)
         except AssertionError:
@@ -338,6 +347,7 @@ def stored_runs(db: Path) -> list[tuple]:
         con.close()
 
 
+@pytest.mark.long  # about 20 minutes under TCG (four cells): make long-test
 def test_write_cache_on_and_off_are_two_cells_each_as_set_with_smart_rotation_rate(
     vm_lab, tmp_path
 ):
@@ -441,6 +451,7 @@ def db_answers() -> bool:
         return False
 
 
+@pytest.mark.long  # about 18 minutes under TCG (two runs and a reboot): make long-test
 def test_a_reset_in_a_repetition_fails_the_run_and_the_next_run_mounts_again_and_completes(
     vm_lab, tmp_path
 ):
