@@ -20,6 +20,8 @@ from collector.playbook import run_playbook
 from collector.units import human_size, parse_size
 
 CONTROLLER_INVENTORY = REPO / "inventory" / "controller.yml"
+# the VM lab's DB host: the least RAM its guest is given (roles/lab preflight)
+VM_MIN_MEMORY = 512 * 2**20
 
 
 def clients_arg(text: str) -> int:
@@ -84,6 +86,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         extra["lab_clients"] = args.clients
     if args.db_memory is not None:
         extra["lab_db_memory"] = args.db_memory
+        if args.hosts == "vm":
+            # a VM's memory is its own RAM, not a cgroup limit of this machine's
+            if args.db_memory < VM_MIN_MEMORY:
+                raise DrivelabError(
+                    f"--db-memory {human_size(args.db_memory)}: with --hosts vm it is the VM's"
+                    f" RAM, at least {human_size(VM_MIN_MEMORY)}"
+                )
+            extra["lab_vm_memory_mb"] = args.db_memory // 2**20
     if args.subnet is not None:
         extra["lab_subnet"] = args.subnet
     if args.bridge is not None:
@@ -256,7 +266,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--clients", type=clients_arg, help="client hosts, 1..200 (default 2, or as last built)"
     )
     up.add_argument(
-        "--db-memory", type=memory_arg, help="DB host memory limit, e.g. 512M (default 512M)"
+        "--db-memory",
+        type=memory_arg,
+        help="DB host memory limit, e.g. 512M (default 512M); with --hosts vm the VM's RAM"
+        " (default 2G, at least 512M)",
     )
     up.add_argument(
         "--subnet", type=subnet_arg, help="the lab's private /24 (default 10.213.0.0/24)"

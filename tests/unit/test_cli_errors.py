@@ -27,6 +27,10 @@ BIN = Path(sys.executable).parent
         (["lab", "up", "--db-memory", "5ZB"], "argument --db-memory: '5ZB': not a size"),
         (["lab", "up", "--db-memory", "64M"], "argument --db-memory: '64M' is outside 128M.."),
         (["lab", "up", "--db-memory", "1P"], "argument --db-memory: '1P' is outside 128M.."),
+        (
+            ["lab", "up", "--hosts", "vm", "--db-memory", "256M"],
+            "--db-memory 256.0 MiB: with --hosts vm it is the VM's RAM, at least 512.0 MiB",
+        ),
         (["lab", "up", "--subnet", "8.8.8.0/24"], "must be a private IPv4 /24"),
         (["lab", "up", "--subnet", "10.0.0.0/8"], "must be a private IPv4 /24"),
         (["lab", "up", "--bridge", "eth0"], "a lab bridge is 'drivelab' plus"),
