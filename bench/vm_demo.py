@@ -169,7 +169,11 @@ def in_guest(guest: Guest, wheels: Path) -> dict:
         " awk '/MemTotal/ {print $2}' /proc/meminfo; stat -fc %T /sys/fs/cgroup"
     )
     env = f"PIP_NO_INDEX=1 PIP_FIND_LINKS={GUEST_WHEELS} COLUMNS=160"
-    t["setup"], _ = guest.sh(f"cd {GUEST_REPO} && {env} make setup", timeout=7200)
+    # the README's first command: make is not in a minimal Debian
+    t["setup"], _ = guest.sh(
+        f"cd {GUEST_REPO} && apt-get update -q && apt-get install -y -q make && {env} make setup",
+        timeout=7200,
+    )
     lab_up = f"lab up --subnet {INNER_SUBNET} --bridge {INNER_BRIDGE}"
     t["up"], _ = guest.sh(f"cd {GUEST_REPO} && {env} .venv/bin/drivelab {lab_up}")
     _, t["cgroup"] = guest.sh(
@@ -216,7 +220,8 @@ def main() -> None:
         "",
         f"The VM lab's DB host ({guest.accel}; {' '.join(guest_facts[:-1])} kB,"
         f" /sys/fs/cgroup is {guest_facts[-1]}) as the machine drivelab runs on: `make setup`"
-        " with apt through the lab's proxy and pip from a wheelhouse made here"
+        " (after `apt-get install make`, as the README says) with apt through the lab's"
+        " proxy and pip from a wheelhouse made here"
         f" ({nwheels} wheels, {wheel_bytes / 1e6:.0f} MB, {wheels_s:.0f} s), a namespace lab"
         f" on {INNER_SUBNET}, and seed-two-clients sized for an emulated CPU (nvme and"
         " hdd7200, scale 4, 2 hosts x 2 clients, 15 s, once, pg_test_fsync 2 s).",
