@@ -6,11 +6,10 @@ A running cluster is left as it is (changed false). Only drivelab's own clusters
 
 from __future__ import annotations
 
-import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.drivelab_pgstart import running, start
+from ansible.module_utils.drivelab_pgstart import running, start, systemd_runs_here
 
 DOCUMENTATION = r"""
 module: drivelab_pg_start
@@ -40,7 +39,7 @@ def main():
         module.exit_json(changed=False)
     if module.check_mode:
         module.exit_json(changed=True)
-    systemd = os.path.isdir("/run/systemd/system")
+    systemd = systemd_runs_here()
     rc, _out, err = start(p["major"], p["cluster"], p["port"], systemd)
     if rc != 0:
         last = (err.strip().splitlines() or [f"exit {rc}"])[-1]

@@ -7,7 +7,9 @@ well) sleeps 0.5 s after pg_ctl has the server up and then probes it three more 
 cell whose cluster was stopped. Here the start is begun without waiting for it:
 - under systemd, ``systemctl start --no-block`` on the unit; the unit turns active a
   little later, on its own; a unit that fails ends the wait (checked every second);
-- without systemd (the namespace lab), ``pg_ctlcluster start`` in a session of its own,
+- without systemd (the namespace lab, also on a machine whose systemd runs outside the
+  lab host's network namespace: :func:`systemd_runs_here`), ``pg_ctlcluster start
+  --skip-systemctl-redirect`` in a session of its own,
   its output to an unlinked file; it ends on its own after its probes; a
   pg_ctlcluster that exits non-zero ends the wait with its last line of output.
 The server's own log, pid file and configuration stay Debian's: nothing of
@@ -15,6 +17,7 @@ pg_ctlcluster's work is redone here."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 import time
@@ -22,6 +25,28 @@ import time
 #: seconds a started server may take to accept connections (crash recovery included)
 START_TIMEOUT_S = 600
 POLL_S = 0.05
+
+
+def systemd_runs_here():
+    """Whether this host's services are systemd's: systemd runs (/run/systemd/system) and
+    its PID 1 shares this process's network namespace. A host of the namespace lab is a
+    network namespace of a machine that may run systemd itself: a service started through
+    that systemd (``systemctl``, or ``pg_ctlcluster``'s redirect to it) would run in the
+    machine's network, away from the lab host's address and cgroups."""
+    if not os.path.isdir("/run/systemd/system"):
+        return False
+    try:
+        return os.readlink("/proc/1/ns/net") == os.readlink("/proc/self/ns/net")
+    except OSError:  # not root: PID 1's namespace is not ours to read; a lab host's is
+        return True
+
+
+def ctl_argv(major, cluster, action, systemd):
+    """``pg_ctlcluster``'s argv for ``action``; where systemd does not run this host's
+    services, with ``--skip-systemctl-redirect`` (pg_ctlcluster hands start, stop and
+    restart to systemctl whenever /run/systemd/system exists)."""
+    skip = [] if systemd else ["--skip-systemctl-redirect"]
+    return ["pg_ctlcluster", str(major), cluster, action, *skip]
 
 
 def unit(major, cluster):
@@ -67,7 +92,7 @@ def _start_unit(name, major, port, timeout):
 
 
 def _start_ctl(major, cluster, port, timeout):
-    argv = ["pg_ctlcluster", str(major), cluster, "start"]
+    argv = ctl_argv(major, cluster, "start", systemd=False)
     with tempfile.TemporaryFile() as out:
         ctl = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,

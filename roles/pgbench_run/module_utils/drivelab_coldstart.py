@@ -31,7 +31,9 @@ import re
 import subprocess
 import time
 
+from ansible.module_utils.drivelab_pgstart import ctl_argv as pg_ctl
 from ansible.module_utils.drivelab_pgstart import start as start_cluster
+from ansible.module_utils.drivelab_pgstart import systemd_runs_here
 
 CLUSTER = re.compile(r"^drivelab(_[A-Za-z0-9_-]+)?$")
 DATABASE = re.compile(r"^drivelab_[^\s/]+$")
@@ -58,15 +60,14 @@ def stages(major, cluster, port, databases, systemd=False):
     database of every repetition (3 processes each: 5 s at 32 clients). The start after
     the page-cache drop waits only until the server accepts connections (module_utils
     drivelab_pgstart), under systemd or not."""
-    ctl = ["pg_ctlcluster", major, cluster]
     start = functools.partial(start_cluster, major, cluster, port, systemd)
     pgbench = ["runuser", "-u", "postgres", "--", "pgbench", "-n", "-t", "1", "-c", "1",
                "-p", str(port)]  # fmt: skip
     return [
-        [("start if down", [*ctl, "start"], (0, 2))],
+        [("start if down", pg_ctl(major, cluster, "start", systemd), (0, 2))],
         [(f"vacuum {db}", psql(port, db, VACUUM), (0,)) for db in databases],
         [("checkpoint", psql(port, "postgres", ("CHECKPOINT",)), (0,))],
-        [("stop", [*ctl, "stop", "--mode=fast"], (0, 2))],
+        [("stop", [*pg_ctl(major, cluster, "stop", systemd), "--mode=fast"], (0, 2))],
         [("drop the page cache", drop_caches, (0,))],
         [("start", start, (0,))],
         [(f"warm {db}", psql(port, db, WARM, quiet=("-q", "-At")), (0,)) for db in databases],
@@ -74,12 +75,11 @@ def stages(major, cluster, port, databases, systemd=False):
     ]
 
 
-def settled_stages(major, cluster, port, databases):
+def settled_stages(major, cluster, port, databases, systemd=False):
     """The settled start's steps, as stages: the cold start's up to its CHECKPOINT, then
     a sync of the page cache; the server keeps running, its caches are kept."""
-    ctl = ["pg_ctlcluster", major, cluster]
     return [
-        [("start if down", [*ctl, "start"], (0, 2))],
+        [("start if down", pg_ctl(major, cluster, "start", systemd), (0, 2))],
         [(f"vacuum {db}", psql(port, db, VACUUM), (0,)) for db in databases],
         [("checkpoint", psql(port, "postgres", ("CHECKPOINT",)), (0,))],
         [("sync", sync, (0,))],
@@ -97,7 +97,7 @@ def steps(major, cluster, port, databases, systemd=False, *, mode="cold"):
 
 def _stages(major, cluster, port, databases, systemd, *, mode):
     if mode == "settled":
-        return settled_stages(major, cluster, port, databases)
+        return settled_stages(major, cluster, port, databases, systemd)
     return stages(major, cluster, port, databases, systemd)
 
 
@@ -163,7 +163,7 @@ def cold_start(major, cluster, port, databases, mode="cold"):
     step run, from the start of its stage; None, or (one line naming the step that
     failed, its exit code))."""
     seconds = {}
-    systemd = os.path.isdir("/run/systemd/system")
+    systemd = systemd_runs_here()
     what = "settled start" if mode == "settled" else "cold start"
     start_if_down, vacuums, *rest = _stages(major, cluster, port, databases, systemd, mode=mode)
     # A running server (before every repetition but one after a crash) answers the

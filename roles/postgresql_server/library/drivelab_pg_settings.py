@@ -43,6 +43,7 @@ from ansible.module_utils.drivelab_pgsettings import (
     value_text,
     verdict,
 )
+from ansible.module_utils.drivelab_pgstart import ctl_argv, systemd_runs_here
 
 DOCUMENTATION = r"""
 module: drivelab_pg_settings
@@ -134,7 +135,7 @@ class Server:
     def ctl(self, action: str) -> None:
         p = self.module.params
         proc = subprocess.run(
-            ["pg_ctlcluster", p["major"], p["cluster"], action],
+            ctl_argv(p["major"], p["cluster"], action, systemd_runs_here()),
             capture_output=True, text=True, check=False, env=ENV, timeout=300,
         )  # fmt: skip
         if proc.returncode != 0:
