@@ -150,9 +150,13 @@ def wheelhouse(folder: Path) -> tuple[float, int, int]:
     return time.monotonic() - started, len(wheels), sum(w.stat().st_size for w in wheels)
 
 
-def table_of(stdout: str) -> list[str]:
-    edges = ("│", "┃", "┏", "┡", "└")
-    return [line.rstrip() for line in stdout.splitlines() if line.startswith(edges)]
+def report_of(stdout: str) -> list[str]:
+    """The report `drivelab run` printed at its end: from its closing line (``scenario
+    vm-demo: N s, ...``) on, the pre-tests' table and the tps table with it."""
+    lines = [line.rstrip() for line in stdout.splitlines()]
+    head = f"scenario {SCENARIO['name']}: "
+    start = next((i for i, line in enumerate(lines) if line.startswith(head)), None)
+    return lines[start:] if start is not None else lines[-60:]
 
 
 def in_guest(guest: Guest, wheels: Path) -> dict:
@@ -188,8 +192,7 @@ def in_guest(guest: Guest, wheels: Path) -> dict:
     t["run"], out = guest.sh(
         f"cd {GUEST_REPO} && {env} .venv/bin/drivelab run results/vm-demo.yml", timeout=7200
     )
-    t["table"] = table_of(out)
-    t["fsync"] = [line.strip() for line in out.splitlines() if "fdatasync" in line]
+    t["report"] = report_of(out)
     t["down"], _ = guest.sh(f"cd {GUEST_REPO} && .venv/bin/drivelab lab down")
     _, t["left"] = guest.sh(
         "ip netns list | grep drivelab; losetup -a | grep drivelab;"
@@ -247,8 +250,7 @@ def main() -> None:
         "The run's report (tps of an emulated CPU, no drive figures):",
         "",
         "```",
-        *t["table"],
-        *t["fsync"],
+        *t["report"],
         "```",
         "",
         "Left in the guest after its `lab down` (namespaces, loop devices, mounts, cgroups"
