@@ -11,7 +11,7 @@ alternative tried:
 - forks 5 (``ANSIBLE_FORKS=5``: fewer hosts in parallel);
 - strategy free (``ANSIBLE_STRATEGY=free``: each host runs ahead on its own).
 
-Provisioning (``playbooks/provision.yml``, via ``collector.runner.provision()``) is
+Provisioning (``playbooks/provision.yml``, via ``collector.run.stages.provision()``) is
 the most Ansible-bound stage drivelab runs: every task on every host, nothing to wait
 for outside Ansible. Each variant runs REPEATS times after one warm-up run of the
 configured settings; the changed count must stay 0 (an idempotence check too).
@@ -50,7 +50,7 @@ VARIANTS: dict[str, dict[str, str]] = {
 
 
 def timed_provision(env: dict[str, str]) -> tuple[float, int]:
-    from collector import runner  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
 
     with environ(env):
         started = time.monotonic()

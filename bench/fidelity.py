@@ -4,9 +4,9 @@ of each, so that drift (a warming cache, a busy machine) falls on both sides ali
 
 pgbench, on nvme (ext4, tablespace, scale 10), from client1, ``-c 2 -j 1 -n -T 15``:
 
-- A, drivelab: ``collector.runner.run_pgbench`` on that one client host with
+- A, drivelab: ``collector.run.stages.run_pgbench`` on that one client host with
   ``cold_start=False`` (no checkpoint, restart or cache drop: the hand run does none),
-  gathered with ``collector.gather``: the windowed tps the report shows, and beside it
+  gathered with ``collector.gather.folder``: the windowed tps the report shows, and beside it
   the tps pgbench printed (drivelab's pgbench also has ``-P 1 --progress-timestamp
   --log``: a per-transaction log written on the client);
 - B, by hand: ``ip netns exec drivelab-client1 pgbench -h <DB host> -p 5440 -U
@@ -16,14 +16,14 @@ pgbench, on nvme (ext4, tablespace, scale 10), from client1, ``-c 2 -j 1 -n -T 1
 - C, by hand with drivelab's argv: the exact argv of A's pgbench (its command.json:
   ``-P 1 --progress-timestamp --log`` and the keepalive conninfo included) in the same
   namespace, in a scratch folder; its printed tps, and its windowed tps computed from
-  its own per-transaction log by ``collector.stats`` as drivelab does. C tells what
+  its own per-transaction log by ``collector.stats.tps`` as drivelab does. C tells what
   drivelab's options cost (B against C) from what its orchestration costs (A against C).
 
 fio, on hdd7200 (ext4, capped at 120 IOPS), job rand-read-4k-qd1 (random 4 KiB reads
 at queue depth 1, direct I/O, 5 s after 1 s of ramp, on a file of twice the DB host's
 memory):
 
-- A, drivelab: ``playbooks/fio.yml`` through ``collector.runner.run_pretests`` with a
+- A, drivelab: ``playbooks/fio.yml`` through ``collector.run.stages.run_pretests`` with a
   runtime of 5 s (its 10 jobs run; rand-read-4k-qd1 is read from its output);
 - B, by hand: the same job's options on the fio command line, on a file of the same
   size laid out once beforehand (outside the DB host's cgroups, so uncapped), run
@@ -103,8 +103,8 @@ class Lab:
 def drivelab_pgbench(lab: Lab, cell, rep: int) -> tuple[float, float, Path]:
     """(windowed tps, tps pgbench printed, run folder) of one drivelab run without a
     cold start."""
-    from collector import runner  # noqa: PLC0415
-    from collector.gather import gather_run  # noqa: PLC0415
+    from collector.gather.folder import gather_run  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
 
     run_dir = runner.run_pgbench(
         cell, rep, client_hosts=[CLIENT], db_host=lab.db_name, cold_start=False
@@ -120,9 +120,9 @@ def hand_pgbench(
 ) -> tuple[float, float | None]:
     """(tps pgbench printed, windowed tps from its per-transaction log or None) of one
     pgbench by hand in the client's namespace: the plain options, or ``argv``."""
-    from collector import stats  # noqa: PLC0415
     from collector.parse import pgbench  # noqa: PLC0415
     from collector.records import ClientResult  # noqa: PLC0415
+    from collector.stats import tps as stats  # noqa: PLC0415
 
     db = f"drivelab_{CLIENT}"
     if argv is None:
@@ -168,7 +168,7 @@ def fio_iops(path: Path) -> float:
 
 
 def drivelab_fio(out: Path) -> float:
-    from collector import runner  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
 
     pretests = {
         "fio": True, "pg_test_fsync": False, "runtime": FIO_RUNTIME, "fsync_seconds": 1,
@@ -239,7 +239,7 @@ def main() -> None:
     results = Path(tempfile.mkdtemp(prefix="drivelab-bench-fidelity-"))
     os.environ["DRIVELAB_RESULTS"] = str(results)
     sys.path.insert(0, str(REPO))
-    from collector import runner  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
 
     print(f"results in {results}")
     pg_a: list[float] = []
@@ -325,13 +325,13 @@ def main() -> None:
         "",
         f"Interleaved A B C A B C, {PAIRS} rounds, on a 2-client lab. pgbench: {PG_DRIVE}, "
         f"ext4, tablespace, scale {SCALE}, `-c {CLIENTS} -j {THREADS} -n -T {DURATION}` from "
-        f"{CLIENT}; A = `collector.runner.run_pgbench` without the cold start (the hand run "
+        f"{CLIENT}; A = `collector.run.stages.run_pgbench` without the cold start (the hand run "
         "does none; drivelab's pgbench also writes its per-transaction log and `-P 1` "
         "progress), B = the same pgbench by hand in the client's namespace with its "
         f"pgpass, after one unmeasured {WARMUP} s hand run; C = by hand with the exact "
         "argv of the A run before it (its command.json: `-P 1 --progress-timestamp --log` "
         "and the keepalive conninfo), its windowed tps computed from its own log by "
-        f"`collector.stats` as drivelab does. fio: {FIO_JOB} on {FIO_DRIVE} "
+        f"`collector.stats.tps` as drivelab does. fio: {FIO_JOB} on {FIO_DRIVE} "
         f"(cap {fio_cap} IOPS), {FIO_RUNTIME} s after "
         f"{FIO_RAMP} s of ramp, on a file of twice the DB host's memory; A = "
         f"`playbooks/fio.yml` (runtime {FIO_RUNTIME}), B = the same job by hand inside the "

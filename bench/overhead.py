@@ -23,7 +23,7 @@ provisioning finds every host current and stops after reading their stamps.
 
 A breakdown by phase comes from `drivelab run`'s console lines (timestamped as they
 arrive) and run.json's ``started_at``/``ended_at``. Then `playbooks/provision.yml`
-(``collector.runner.provision()``) is run twice more on the provisioned lab and timed.
+(``collector.run.stages.provision()``) is run twice more on the provisioned lab and timed.
 Target <= 15 s.
 
 Builds its own lab (`lab down`, `lab up --clients 2`) and tears it down, even on
@@ -86,7 +86,7 @@ def init_seconds(cell_dir: Path) -> float:
     one client after another) their seconds summed."""
     from datetime import datetime  # noqa: PLC0415
 
-    from collector.gather import read_database  # noqa: PLC0415
+    from collector.gather.folder import read_database  # noqa: PLC0415
 
     facts, _ = read_database(cell_dir / "db")
     ran = [v for v in (facts.get("db_init") or {}).values() if v.get("ran")]
@@ -123,7 +123,7 @@ def cells(results: Path, run: TimedRun, name: str = "overhead") -> list[dict]:
 
 
 def timed_provision() -> tuple[float, int]:
-    from collector import runner  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
 
     started = time.monotonic()
     result = runner.provision()
@@ -248,7 +248,7 @@ def report(
         body += ["", f"**{line}**", "", *table]
     prov_line = (
         f"Re-running `playbooks/provision.yml` in full on the provisioned lab "
-        f"(`collector.runner.provision()`, {PROVISION_RERUNS} times): {prov} "
+        f"(`collector.run.stages.provision()`, {PROVISION_RERUNS} times): {prov} "
         f"(target <= 15 s: {'met' if prov_ok else 'missed'})."
     )
     print(prov_line)

@@ -1,4 +1,4 @@
-"""The rate search's rule (collector.ratesearch) on a model drive, as the lab test runs it.
+"""The rate search's rule (collector.stats.ratesearch) on a model drive, as the lab test runs it.
 
 The lab's rate search test (tests/lab/test_run.py) searches hdd7200 with a p99 target of
 200 ms, from 20/s, high 160/s, at most 10 steps, to within 25 %, on 2 client hosts; then a
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _report import machine_note, update_section
 
-from collector import ratesearch
+from collector.stats import ratesearch
 
 REPO = Path(__file__).resolve().parent.parent
 SEARCHES = 300
@@ -47,9 +47,9 @@ KNEE_MS = 20.0
 
 
 def rule_at(rev: str, tmp: Path) -> ModuleType:
-    """collector/ratesearch.py as it was at ``rev``, imported under a name of its own."""
+    """collector/stats/ratesearch.py as it was at ``rev``, imported under a name of its own."""
     text = subprocess.run(
-        ["git", "show", f"{rev}:collector/ratesearch.py"],
+        ["git", "show", f"{rev}:collector/stats/ratesearch.py"],
         cwd=REPO, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     path = tmp / f"ratesearch_{rev}.py"

@@ -38,8 +38,8 @@ REPEATS = 2
 def main() -> None:
     os.environ["DRIVELAB_RESULTS"] = tempfile.mkdtemp(prefix="drivelab-bench-skew-")
     sys.path.insert(0, str(REPO))
-    from collector import runner  # noqa: PLC0415
-    from collector.gather import gather_run  # noqa: PLC0415
+    from collector.gather.folder import gather_run  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
 
     subprocess.run([DRIVELAB, "lab", "down"], cwd=REPO, check=True, capture_output=True)
     rows = []

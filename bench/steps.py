@@ -5,7 +5,7 @@ ssd, ext4, placements tablespace and cluster, scale 10, `pgbench -c 4 -j 2 -T 10
 client host, 2 repetitions: 4 cells, 8 repetitions. Ansible's ``ansible.posix.profile_tasks``
 callback is enabled for it, so every playbook's log carries each task's seconds; the
 runner is run in a process of this script's that times each ``ansible-playbook``
-(:func:`collector.runner.run_playbook`) and the controller's own steps after a run
+(:func:`collector.run.stages.run_playbook`) and the controller's own steps after a run
 (gather, store, telemetry) from the outside.
 
 Printed (and kept as JSON in the results folder, ``steps.json``):
@@ -68,7 +68,9 @@ def scenario() -> dict:
 def inner(scenario_path: str, timings: str) -> int:
     """`drivelab run` in this process, each playbook and controller step timed."""
     sys.path.insert(0, str(REPO))
-    from collector import cli, runner, scenariorun  # noqa: PLC0415
+    from collector.cli import main as cli  # noqa: PLC0415
+    from collector.run import conductor as scenariorun  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
 
     out = open(timings, "a", encoding="utf-8")  # noqa: SIM115  (the process's lifetime)
     # for the playbooks only: the preflight's ad-hoc ping reads Ansible's JSON output

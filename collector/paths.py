@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 #: the repository root: collector/ is installed editable, so its parent holds playbooks/
@@ -14,3 +15,9 @@ LOCAL_INVENTORY = REPO / "inventory" / "local"
 def results_dir() -> Path:
     """Results folder; ``DRIVELAB_RESULTS`` overrides the default ``results/``."""
     return Path(os.environ.get("DRIVELAB_RESULTS", REPO / "results"))
+
+
+def ansible_bin(name: str) -> str:
+    """The ansible executable beside the running Python (the venv's), else on PATH."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else name

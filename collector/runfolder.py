@@ -1,5 +1,5 @@
 """A run folder, the one contract between the runner (which writes it, with the
-playbooks' outputs fetched into it) and :mod:`collector.gather` (which reads it)::
+playbooks' outputs fetched into it) and :mod:`collector.gather.folder` (which reads it)::
 
     <results>/runs/<scenario>/<cell_id>/rep-<N>/   (a retry: rep-<N>-attempt-<K>/)
         run.json                 :class:`RunMeta`: scenario, cell, hosts, options, times
@@ -42,7 +42,7 @@ RUN_JSON = "run.json"
 DB_DIR = "db"
 DATABASE_JSON = "database.json"
 PG_STAT = "pg_stat-{}.json"
-#: what the run's figures came from (PostgreSQL, kernel, storage): collector.environment
+#: what the run's figures came from (PostgreSQL, kernel, storage): collector.verdicts.environment
 ENVIRONMENT_JSON = "environment.json"
 #: the server's statistics views around the run, and the log's checkpoint lines of it
 PG_SERVER = "pg_server-{}.json"

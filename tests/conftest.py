@@ -68,9 +68,9 @@ def build_store(
     """A store as the runner will leave it, from tests/data outputs only: each drive's
     figures are the captured ones times its factor; ``partial`` names the drive and
     repetition whose second client aborted (hdd's third run)."""
-    from collector import stats  # noqa: PLC0415
     from collector.parse import fio, pg_test_fsync, pgbench  # noqa: PLC0415
     from collector.records import CellSpec, LatencyHistogram, RawOutput, RunRecord, Sample  # noqa: PLC0415
+    from collector.stats import tps as stats  # noqa: PLC0415
     from collector.store import Store  # noqa: PLC0415
 
     pg = DATA / "pgbench"

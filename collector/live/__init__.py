@@ -6,7 +6,7 @@ pgbench's stderr to ``<remote run dir>/stderr.txt`` and, when pgbench ends,
 ``rc.txt`` beside it. A :class:`Follower` per client tails that file over SSH
 (Fabric) into a :class:`LiveState`; a :class:`MetricsExporter` serves every state on
 ``/metrics``; :func:`render_table` draws them; :class:`LiveSession` ties the three
-together for the runner. ``drivelab watch`` (:mod:`collector.watchcmd`) reads the
+together for the runner. ``drivelab watch`` (:mod:`collector.cli.watchcmd`) reads the
 exporter from another terminal.
 
 Best effort by design: the results come from the files Ansible fetches afterwards.
@@ -18,9 +18,8 @@ back up:
 
 - :mod:`collector.live.state`: :class:`Status`, :class:`RunLabels`,
   :class:`ClientRow` and :class:`LiveState` (one client's figures, fed line by line).
-- :mod:`collector.live.trust`: SSH trust, :class:`KnownHostsPolicy` and
-  :func:`host_matches` (known_hosts read as OpenSSH reads it).
-- :mod:`collector.live.follow` (-> state, trust): where a client's files are
+- :mod:`collector.live.follow` (-> state, and :mod:`collector.hosts.trust`: SSH trust,
+  :class:`KnownHostsPolicy`, known_hosts read as OpenSSH reads it): where a client's files are
   (:func:`remote_run_dir`, :class:`ClientTarget`), the remote command
   (:func:`follow_command`) and the :class:`Follower` thread.
 - :mod:`collector.live.exporter` (-> state): :data:`GAUGES`, :data:`LABELS` and the
@@ -28,10 +27,12 @@ back up:
 - :mod:`collector.live.table` (-> state): :func:`render_table`, :func:`status_text`.
 - :mod:`collector.live.session` (-> all of the above): :class:`LiveSession`.
 
-Every public name is re-exported here: ``from collector.live import ...`` and
-``live.<name>`` work as they did when this was one module.
+Every public name is re-exported here (the trust's two names too):
+``from collector.live import ...`` and ``live.<name>`` work as they did when this was
+one module.
 """
 
+from collector.hosts.trust import KnownHostsPolicy, host_matches
 from collector.live.exporter import (
     DEFAULT_METRICS_ADDR,
     DEFAULT_METRICS_PORT,
@@ -50,7 +51,6 @@ from collector.live.follow import (
 from collector.live.session import LiveSession, following
 from collector.live.state import ClientRow, LiveState, RunLabels, Status
 from collector.live.table import QUIET_AFTER_S, render_table, status_text
-from collector.live.trust import KnownHostsPolicy, host_matches
 
 __all__ = [
     "DEFAULT_CLIENT_DIR",

@@ -19,8 +19,8 @@ import fabric
 import paramiko
 from paramiko.config import SSHConfig
 
+from collector.hosts.trust import KnownHostsPolicy
 from collector.live.state import LiveState
-from collector.live.trust import KnownHostsPolicy
 from collector.parse import ParseError
 from collector.parse.pgbench import parse_rc
 

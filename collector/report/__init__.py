@@ -10,15 +10,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from collector import stats
 from collector.errors import DrivelabError
 from collector.records import LatencyHistogram, RunStatus, Sample, SeriesPoint
+from collector.stats import tps as stats
 from collector.store import Fact, ScenarioInfo, Store
+from collector.verdicts.pretest import PRETEST_PREFIXES
 
 TELEMETRY_PREFIX = "drivelab_device_"
-#: the per-second latency series gather stores (collector.latency)
+#: the per-second latency series gather stores (collector.stats.latency)
 LATENCY_PREFIXES = ("drivelab_latency_seconds", "drivelab_schedule_lag_seconds")
-PRETEST_PREFIXES = ("drivelab_fio_", "drivelab_fsync_")
 #: run facts (``drivelab gather``, from db/database.json) a report shows for each cell
 DATABASE_KEYS = (
     "cache",
@@ -50,7 +50,7 @@ class CellView:
     #: :data:`DATABASE_KEYS` facts of its latest run that has them
     database: Mapping[str, Any] = field(default_factory=dict)
     #: the per-second latency and schedule lag samples of the run ``series`` is of
-    #: (``drivelab_latency_seconds``, ``drivelab_schedule_lag_seconds``: collector.latency)
+    #: (``drivelab_latency_seconds``, ``drivelab_schedule_lag_seconds``: collector.stats.latency)
     latency: tuple[Sample, ...] = ()
 
     @property

@@ -9,7 +9,7 @@ p-value and whether the difference is significant at 5 %. Like ``esrally
 compare``, with the statistics it lacks. Only complete runs enter.
 
 Before the figures: what differs between the two sides' environments (the run fact
-``environment``, :mod:`collector.environment`), pair by pair, a difference common to
+``environment``, :mod:`collector.verdicts.environment`), pair by pair, a difference common to
 every pair listed once; a setting that is not the same in all runs of one side is
 shown as "varies".
 """
@@ -21,11 +21,12 @@ from dataclasses import dataclass, replace
 from rich.console import Console
 from rich.table import Table
 
-from collector import environment, stats
 from collector.errors import DrivelabError
 from collector.records import RunStatus
 from collector.report import CellView, ScenarioView, fmt_ms, fmt_tps, load
+from collector.stats import tps as stats
 from collector.store import Fact, Store
+from collector.verdicts import environment
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Latency under load, as the reports show it: per drive (and test without its rate),
 one :class:`LoadStep` per rate step, from the run facts ``latency_window`` that gather
-stored (:mod:`collector.latency`), ordered by rate. The terminal's latency-vs-throughput
+stored (:mod:`collector.stats.latency`), ordered by rate. The terminal's latency-vs-throughput
 table, the HTML plot of the same and the CSV/JSON rows all come from :func:`steps`."""
 
 from __future__ import annotations

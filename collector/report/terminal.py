@@ -10,12 +10,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from collector import physics, ratesearch
-from collector.physics import WARNING
-from collector.pretest import summarize
 from collector.records import RunStatus
 from collector.report import ScenarioView, fmt_cache, fmt_ms, fmt_ratio
 from collector.report import latency as load_steps
+from collector.stats import ratesearch
+from collector.verdicts import physics
+from collector.verdicts.physics import WARNING
+from collector.verdicts.pretest import summarize
 
 
 def shared_test(view: ScenarioView) -> str | None:
@@ -203,7 +204,7 @@ _DRIVE_CODES = (physics.FLUSH_UNCHECKED, physics.PLP_UNKNOWN, physics.PLP_NONE)
 
 
 def physics_lines(view: ScenarioView) -> list[PhysicsLine]:
-    """The physics checks (:mod:`collector.physics`) stored with the scenario's
+    """The physics checks (:mod:`collector.verdicts.physics`) stored with the scenario's
     pre-tests and runs, in words: per drive what the drive is (rotation unknown,
     power-loss protection) and what its pre-tests showed, per cell what its runs showed
     (a flag in several runs once, with the most extreme figures and how many runs);
@@ -266,7 +267,7 @@ def _once(lines: list[PhysicsLine], everyone: set[str]) -> list[PhysicsLine]:
     return out
 
 
-#: how a checkpoint met the window that flags its run (collector.serverstats.in_window)
+#: how a checkpoint met the window that flags its run (collector.gather.serverstats.in_window)
 FLAGGED = ("started", "ended", "started and ended")
 
 

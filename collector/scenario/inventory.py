@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.errors import DrivelabError
-from collector.paths import REPO
+from collector.paths import REPO, ansible_bin
 from collector.scenario.loader import _read_yaml
 from collector.scenario.schema import CLIENT_NAME, HOST_NAME, PG_RULES, Scenario
 from collector.scenario.wording import _fail, _show
@@ -86,8 +86,6 @@ def load_inventory(path: Path | str) -> dict[str, Any]:
 def _ansible_inventory(source: Path) -> dict[str, Any]:
     """``ansible-inventory --list`` of ``source`` with drivelab's ansible.cfg; a source
     that no inventory plugin parses is an error, not an empty inventory."""
-    from collector.playbook import ansible_bin  # noqa: PLC0415
-
     env = dict(os.environ)
     env.update(
         ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),

@@ -6,7 +6,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from collector.cell import Cell, PgbenchOptions
-from collector.ratesearch import SearchSpec
 from collector.scenario.inventory import client_hosts
 from collector.scenario.schema import (
     AdaptiveRepetitions,
@@ -15,6 +14,7 @@ from collector.scenario.schema import (
     Scenario,
     Workload,
 )
+from collector.stats.ratesearch import SearchSpec
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ from pydantic import (
     model_validator,
 )
 
-from collector import ratesearch
 from collector.paths import REPO
 from collector.scenario.wording import PathError, _key, _show
+from collector.stats import ratesearch
 
 # --- names and arguments -----------------------------------------------------------------
 
@@ -158,7 +158,7 @@ class RaidSet(Strict):
 class RateTarget(Strict):
     """``workload.target``: search each cell's highest total rate (over all its client
     hosts) whose p99 over the window where all clients ran stays at or under ``p99_ms``
-    (:mod:`collector.ratesearch`; ``low`` and ``high`` are totals, rounded to a whole
+    (:mod:`collector.stats.ratesearch`; ``low`` and ``high`` are totals, rounded to a whole
     ``-R`` per host)."""
 
     p99_ms: float = Field(gt=0, le=3_600_000)

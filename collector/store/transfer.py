@@ -23,7 +23,11 @@ as they are: relative to the exporting controller's results folder).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collector.errors import DrivelabError
@@ -93,6 +97,52 @@ def export(store: Store, names: Iterable[str] | None = None) -> dict[str, Any]:
         "columns": {t: list(c) for t, c in COLUMNS.items()},
         "scenarios": out,
     }
+
+
+def export_postgresql(uri: str, where: str) -> dict[str, Any] | None:
+    """The export document of the PostgreSQL store at ``uri`` (named ``where`` in its
+    errors), or None when it holds no drivelab tables or no scenario. A store newer than
+    this drivelab is an error: a caller about to remove the store keeps it."""
+    import psycopg  # noqa: PLC0415
+
+    from collector.store import Store  # noqa: PLC0415
+    from collector.store.target import parse_target  # noqa: PLC0415
+
+    with psycopg.connect(uri) as conn:
+        if conn.execute("SELECT to_regclass('scenarios')").fetchone()[0] is None:
+            return None  # no drivelab tables yet: nothing was stored
+    with Store.open(parse_target(uri, where=where), create=False) as store:
+        doc = export(store)
+    return doc if doc["scenarios"] else None
+
+
+def import_document(target: Any, doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, int]]]:
+    """A checked document (:func:`check`) merged into the store at ``target`` (made if
+    new), one transaction per scenario: each scenario's name and counts as it is done."""
+    from collector.store import Store  # noqa: PLC0415
+
+    with Store.open(target) as store:
+        for rows in doc["scenarios"]:
+            yield rows["scenarios"][0][1], import_scenario(store, rows)
+
+
+def write_export(doc: dict, out: Path) -> None:
+    """The export document at ``out``, atomically: a reader never sees half of it, and a
+    crash leaves the old file or the new one (flushed to disk before the rename, as
+    :func:`collector.runfolder.write_json` does; compact, in store order, and readable by
+    the team, unlike run folders' files)."""
+    text = json.dumps(doc, separators=(",", ":")) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent if str(out.parent) else ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # results, no secrets: the team reads it (mkstemp made it 0600)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def check(doc: Any, where: str) -> None:

@@ -214,7 +214,7 @@ def on_hosts(pattern: str, command: str, timeout: float = 300) -> dict[str, str]
 
 
 def recap(proc: subprocess.CompletedProcess, host: str) -> dict[str, int]:
-    from collector.playbook import parse_recap  # noqa: PLC0415
+    from collector.hosts.playbook import parse_recap  # noqa: PLC0415
 
     return parse_recap(proc.stdout).get(host, {})
 
@@ -241,8 +241,8 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 @pytest.fixture(scope="session", autouse=True)
 def _warm_starts():
     """The stages the tests run one after another start as `drivelab run`'s do: each
-    ansible-playbook started ahead, while the one before runs (collector.warmstart)."""
-    from collector import warmstart  # noqa: PLC0415
+    ansible-playbook started ahead, while the one before runs (collector.hosts.warmstart)."""
+    from collector.hosts import warmstart  # noqa: PLC0415
 
     with warmstart.warm_starts():
         yield

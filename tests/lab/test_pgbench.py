@@ -55,7 +55,7 @@ def pg(lab2, tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
     old = os.environ.get("DRIVELAB_RESULTS")
     os.environ["DRIVELAB_RESULTS"] = str(results)
-    from collector import runner  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
 
     outputs = [runner.provision().log, runner.prepare_drives(DRIVES).log]
     yield {"results": results, "runner": runner, "logs": outputs}
@@ -75,7 +75,7 @@ def measure(
     )  # fmt: skip
     pg["logs"].append(runner.prepare_database(cell).log)
     run_dir = runner.run_pgbench(cell, 0, client_hosts=["client1", "client2"], db_host="dbhost")
-    from collector.gather import gather_run  # noqa: PLC0415
+    from collector.gather.folder import gather_run  # noqa: PLC0415
 
     pg["last_run_id"] = runner.gather(run_dir)
     gathered = gather_run(run_dir)
@@ -192,7 +192,7 @@ def test_tablespace_placement_both_clients_complete_in_step(pg, drive, tmp_path)
 def cut_short_log_is_partial(run_dir: Path, tmp_path: Path) -> None:
     """The copy gathered and stored as drivelab run stores a run: the run partial, with
     client2's reason; client1's figures kept."""
-    from collector.gather import record_run_dir  # noqa: PLC0415
+    from collector.run.storing import record_run_dir  # noqa: PLC0415
     from collector.store import Store  # noqa: PLC0415
 
     copy = tmp_path / "cut" / run_dir.name

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from collector import physics
-from collector.pretest import summarize
 from collector.report import PRETEST_PREFIXES
 from collector.store import Store
+from collector.verdicts import physics
+from collector.verdicts.pretest import summarize
 from tests.lab.conftest import BIN, REPO
 
 pytestmark = pytest.mark.lab

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from collector import lab
+from collector.hosts import lab
 from tests.lab.conftest import (
     BIN,
     REPO,
@@ -223,7 +223,7 @@ PIDFILE = Path("/var/lib/postgresql/15/drivelab/postmaster.pid")
 def test_an_unknown_setting_is_refused_in_seconds_and_nothing_changes(lab2, tmp_path, monkeypatch):
     """The DB host's own server refuses the name, after preflight and provisioning (here
     current: stopped at the stamps) and before any drive, setting or store is touched."""
-    from collector import runner  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
 
     monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
     # the lab provisioned, as a run leaves it, its inventory named by its folder (the
@@ -286,7 +286,7 @@ def test_a_setting_that_runs_a_command_is_refused_on_the_db_host_unless_its_inve
     settings file is unchanged; the server's verdict (drivelab run's check) says the same;
     with the inventory's allow list (here -e) the same check passes (in check mode: the
     lab's settings file is left as it is)."""
-    from collector import runner  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
 
     runner.provision_unless_unchanged()
     marker = Path("/tmp/drivelab-archive-command-ran")
@@ -455,11 +455,11 @@ def test_the_rate_search_finds_a_sustained_rate_and_one_and_a_half_times_it_brea
     times the sustained rate, on the same database, breaks the target (a hold there is
     run once more, and one of the two breaks it) unless the search named its edge noisy,
     or the search's break holds when run again right after (the lab's drive moved)."""
-    from collector import ratesearch as rs  # noqa: PLC0415
-    from collector import runner  # noqa: PLC0415
     from collector import scenario as sc  # noqa: PLC0415
-    from collector.gather import gather_run  # noqa: PLC0415
-    from collector.scenariorun import step_cell  # noqa: PLC0415
+    from collector.gather.folder import gather_run  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
+    from collector.run.search import step_cell  # noqa: PLC0415
+    from collector.stats import ratesearch as rs  # noqa: PLC0415
 
     scenario = tmp_path / "rate-search.yml"
     scenario.write_text(textwrap.dedent(SEARCH))
@@ -657,7 +657,7 @@ def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path,
     then keeps the stamp of what it has, so the next provisioning stops at the stamps.
     (Before: the stamp was computed before the password existed, so two runs in a row
     provisioned in full.) drivelab run makes this very call (ScenarioRun.provision)."""
-    from collector import runner  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
 
     monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
     drivelab("lab", "up", "--clients", "3")
@@ -744,7 +744,7 @@ def test_two_runs_share_the_lab_by_its_lease_into_one_postgresql_store_and_a_rer
     store to the results folder before it removes the cluster. Two controllers' runs
     writing at the same time (two labs) are tests/unit/test_store_team.py's two writer
     processes on a real PostgreSQL. Last in the module: it ends with lab down."""
-    from collector import runner  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
     from tests.conftest import build_store  # noqa: PLC0415
 
     monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "logs"))  # playbook logs

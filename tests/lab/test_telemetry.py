@@ -74,7 +74,7 @@ def test_telemetry_set_up_again_only_when_something_does_not_answer(lab256):
     node_exporter answering: the playbook is not run. A client's node_exporter stopped
     (Prometheus scrapes it as down): it is run, and brings the exporter back. First in
     the module, while the 256 MiB DB host has room for apt."""
-    from collector import runner  # noqa: PLC0415
+    from collector.run import stages as runner  # noqa: PLC0415
 
     hosts = ["dbhost", "client1", "client2"]
     live_target = "127.0.0.1:9479"  # drivelab run's --metrics-addr and --metrics-port

@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from collector import physics
-from collector.pretest import summarize
 from collector.store import Store
+from collector.verdicts import physics
+from collector.verdicts.pretest import summarize
 from tests.lab.conftest import (
     BIN,
     REPO,

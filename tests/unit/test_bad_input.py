@@ -43,10 +43,12 @@ from hypothesis import (
 )
 from hypothesis import strategies as st
 
-from collector import cli, labcmd, scenariorun
 from collector import scenario as sc
+from collector.cli import labcmd
+from collector.cli import main as cli
 from collector.errors import DrivelabError
 from collector.paths import REPO
+from collector.run import conductor as scenariorun
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yml"))
 INVENTORY_DIR = REPO / "tests" / "data" / "inventory"
@@ -1110,7 +1112,7 @@ def test_cli_report_outputs_where_they_cannot_go(
     sandbox: Path, store_copy: Path, capsys: pytest.CaptureFixture[str], make: Any
 ) -> None:
     """Was an IsADirectoryError / FileExistsError traceback after the table: now the
-    path and why, one line (collector/cli.py turns any OSError into that)."""
+    path and why, one line (collector/cli/main.py turns any OSError into that)."""
     rc, out, err = run_main(make(sandbox / "files", str(store_copy)), capsys)
     assert_refused(rc, out, err, quiet=False)
     assert err.startswith(f"drivelab: {sandbox / 'files'}/")

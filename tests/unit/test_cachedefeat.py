@@ -1,4 +1,4 @@
-"""collector.cachedefeat on hand-written counters and drive figures: both verdicts,
+"""collector.verdicts.cachedefeat on hand-written counters and drive figures: both verdicts,
 the edges (no reads at all, the 5 % line, the memory rule's boundary), and bad input."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from collector import cachedefeat as cd
 from collector.errors import DrivelabError
 from collector.records import Sample
+from collector.verdicts import cachedefeat as cd
 
 GIB = 1 << 30
 MEMORY = 512 * 1024 * 1024  # the lab's default DB host memory

@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from collector import runner, scenariorun
 from collector import scenario as sc
 from collector import store as store_mod
 from collector.errors import DrivelabError
-from collector.gather import record_run_dir
 from collector.records import RunStatus
 from collector.report import html, load, terminal
+from collector.run import conductor as scenariorun
+from collector.run import stages as runner
+from collector.run.storing import record_run_dir
 from collector.runfolder import RunMeta
 from collector.store import Store
 from tests.unit.test_gather import make_run, two

@@ -11,7 +11,8 @@ from pathlib import Path
 import yaml
 
 import collector.scenario as sc
-from collector import checkcmd, hostcheck
+from collector.cli import checkcmd
+from collector.hosts import hostcheck
 from collector.scenario.inventory import inventory_by_count
 from collector.scenario.loader import parse
 
@@ -196,8 +197,8 @@ def test_a_run_whose_datasets_do_not_fit_its_drive_stops_in_preflight(tmp_path) 
     lease or any playbook: one line naming the DB host, the drive and what to do."""
     from rich.console import Console  # noqa: PLC0415
 
-    from collector import scenariorun  # noqa: PLC0415
     from collector.errors import DrivelabError  # noqa: PLC0415
+    from collector.run import conductor as scenariorun  # noqa: PLC0415
 
     inv = lab_like({"small": 4 * 10**9, "big": 40 * 10**9}, memory=1 << 30)
     cells = planned(inv, "[100]")

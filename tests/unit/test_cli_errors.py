@@ -64,7 +64,8 @@ def test_dry_run_without_a_lab_prints_the_plan_and_what_it_could_not_check(
 ):
     """An operator checks a scenario file before any lab exists: the plan, hosts by count,
     and one line naming what only an inventory can tell; nothing written."""
-    from collector import cli, runcmd  # noqa: PLC0415
+    from collector.cli import main as cli  # noqa: PLC0415
+    from collector.cli import runcmd  # noqa: PLC0415
 
     monkeypatch.setattr(runcmd, "LOCAL_INVENTORY", tmp_path / "no-lab")
     monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))

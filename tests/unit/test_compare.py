@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from collector import cli
+from collector.cli import main as cli
 from collector.errors import DrivelabError
 from collector.records import RunRecord
 from collector.report import compare

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from collector import environment, gather
 from collector.errors import DrivelabError
+from collector.gather import folder as gather
 from collector.report import html, load
+from collector.run import storing
 from collector.store import Store
+from collector.verdicts import environment
 from tests.conftest import DATA
 from tests.unit.hostcode import library_module, module_util
 from tests.unit.test_gather import make_run, two
@@ -151,7 +153,7 @@ def test_gathered_and_stored_as_the_run_fact(tmp_path):
     g = gather.gather_run(run_dir)
     assert g.run.facts["environment"] == json.loads(text)
     with Store.open(tmp_path / "drivelab.db") as store:
-        run_id = gather.record(store, g)
+        run_id = storing.record(store, g)
         sid = store.scenario(g.scenario).id
         (fact,) = [f for f in store.facts(sid, run_id) if f.key == "environment"]
     assert fact.scope == "run" and fact.value == json.loads(text)
@@ -297,7 +299,7 @@ def test_the_html_report_has_an_environment_table_per_drive(tmp_path):
             meta = json.loads((run_dir / "run.json").read_text())
             meta["cell"]["drive"] = drive
             (run_dir / "run.json").write_text(json.dumps(meta))
-            gather.record_run_dir(store, run_dir)
+            storing.record_run_dir(store, run_dir)
         view = load(store, meta["scenario"])
     page = html.render([view])
     section = page[page.index("<h3>Environment per drive") :]

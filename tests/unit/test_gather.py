@@ -1,4 +1,4 @@
-"""``collector.gather`` and ``drivelab gather``: run folders built in tmp_path from the
+"""``collector.gather.folder`` and ``drivelab gather``: run folders built in tmp_path from the
 real captured pgbench outputs in tests/data/pgbench, laid out as the pgbench playbook
 fetches them (run.json, db/, one folder per client host)."""
 
@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from collector import cli, gather
+from collector.cli import main as cli
 from collector.errors import DrivelabError
+from collector.gather import folder as gather
 from collector.records import RunStatus
 from collector.report import html, load
+from collector.run import storing
 from collector.runfolder import RunMeta, rep_dir
 from collector.store import Store
 from tests.conftest import DATA
@@ -386,7 +388,7 @@ def test_gathered_figures(tmp_path, case):
     run_dir = make_run(tmp_path, case.clients, log=case.log, failures=case.failures)
     db = tmp_path / "drivelab.db"
     with Store.open(db) as store:
-        run_id = gather.record_run_dir(store, run_dir)
+        run_id = storing.record_run_dir(store, run_dir)
         info = store.scenario("two-client")
         ((cell_id, spec),) = store.cells(info.id)
         (run,) = store.runs(cell_id)
@@ -442,7 +444,7 @@ def test_launch_skew_from_command_json(tmp_path):
 def test_database_and_device_facts_are_stored(tmp_path):
     db = tmp_path / "d.db"
     with Store.open(db) as store:
-        run_id = gather.record_run_dir(store, make_run(tmp_path, two()))
+        run_id = storing.record_run_dir(store, make_run(tmp_path, two()))
         sid = store.scenario("two-client").id
         facts = store.facts(sid, run_id)
         samples = store.samples(sid, run_id, "drivelab_db_")
@@ -605,10 +607,10 @@ def test_gathering_twice_replaces(tmp_path):
     run_dir = make_run(tmp_path, two())
     db = tmp_path / "d.db"
     with Store.open(db) as store:
-        gather.record_run_dir(store, run_dir)
+        storing.record_run_dir(store, run_dir)
     once = _counts(db)
     with Store.open(db) as store:
-        second = gather.record_run_dir(store, run_dir)
+        second = storing.record_run_dir(store, run_dir)
         ((cell_id, _),) = store.cells(store.scenario("two-client").id)
         assert [r.id for r in store.runs(cell_id)] == [second]
     assert _counts(db) == once and once["runs"] == 1 and once["facts"] > 10
@@ -617,8 +619,8 @@ def test_gathering_twice_replaces(tmp_path):
 def test_a_rerun_that_now_fails_replaces_the_complete_one(tmp_path):
     db = tmp_path / "d.db"
     with Store.open(db) as store:
-        gather.record_run_dir(store, make_run(tmp_path / "a", two()))
-        gather.record_run_dir(
+        storing.record_run_dir(store, make_run(tmp_path / "a", two()))
+        storing.record_run_dir(
             store,
             make_run(
                 tmp_path / "b", {"client1": Client("pgbench_fail_wrong_port"), "client2": None}
@@ -815,7 +817,7 @@ def test_gather_a_scenario_folder_and_a_bad_one(tmp_path, capsys):
 def test_html_shows_the_warning_and_the_database(tmp_path):
     db = tmp_path / "d.db"
     with Store.open(db) as store:
-        gather.record_run_dir(store, make_run(tmp_path, two()))
+        storing.record_run_dir(store, make_run(tmp_path, two()))
         view = load(store, "two-client")
     assert view.cells[0].warnings == (WARNING,)
     assert view.cells[0].database["wal_placement"] == "system disk"
@@ -836,7 +838,7 @@ def test_html_says_how_many_clients_initialised_at_once(tmp_path):
     }
     db = tmp_path / "d.db"
     with Store.open(db) as store:
-        gather.record_run_dir(store, make_run(tmp_path, two(), database=database))
+        storing.record_run_dir(store, make_run(tmp_path, two(), database=database))
         view = load(store, "two-client")
     assert view.cells[0].database["db_init_at_once"] == 2
     assert "2.6 (2 at once)" in html.render([view])
@@ -876,8 +878,8 @@ def test_a_retry_is_its_own_attempt(tmp_path):
     assert rep_dir(tmp_path, 0, 2).name == "rep-0-attempt-2"
     db = tmp_path / "d.db"
     with Store.open(db) as store:
-        gather.record_run_dir(store, first)
-        gather.record_run_dir(store, second)
+        storing.record_run_dir(store, first)
+        storing.record_run_dir(store, second)
         ((cid, _),) = store.cells(store.scenario("two-client").id)
         assert [(r.repetition, r.attempt) for r in store.runs(cid)] == [(0, 1), (0, 2)]
     bad = make_run(tmp_path / "c", two(), rep=0, run_extra={"attempt": 0})
@@ -930,7 +932,7 @@ def test_the_start_in_three_steps_launch_connections_first_transactions(tmp_path
 
     db = tmp_path / "store.db"
     with Store.open(db) as store:
-        gather.record_run_dir(store, run_dir)
+        storing.record_run_dir(store, run_dir)
     assert cli.main(["report", "--db", str(db), "--json", str(tmp_path / "r.json")]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert (
@@ -989,14 +991,14 @@ def test_the_two_phase_start_stores_its_lead_and_the_handover(tmp_path, capsys):
 
     db = tmp_path / "store.db"
     with Store.open(db) as store:
-        gather.record_run_dir(store, on_time)
+        storing.record_run_dir(store, on_time)
     assert cli.main(["report", "--db", str(db), "--json", str(tmp_path / "r.json")]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "launches 0.7 ms apart (drivelab's; instant chosen 600.0 ms ahead, all armed)" in out
     (row,) = json.loads((tmp_path / "r.json").read_text())["runs"]
     assert row["start_lead_s"] == pytest.approx(0.6, abs=1e-6)
     with Store.open(db) as store:
-        gather.record_run_dir(store, late)
+        storing.record_run_dir(store, late)
     assert cli.main(["report", "--db", str(db)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "a client launched 200.5 ms after it" in out, out
@@ -1053,7 +1055,7 @@ def test_a_client_clock_ahead_is_put_on_the_controllers_clock(tmp_path, capsys):
 
     db = tmp_path / "store.db"
     with Store.open(db) as store:
-        gather.record_run_dir(store, run_dir)
+        storing.record_run_dir(store, run_dir)
     assert cli.main(["report", "--db", str(db)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "clocks off the controller's, corrected: client2 +300.0 ms (±0.4)" in out, out

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 import collector.scenario as sc
+from collector.cli.options import inventory_file
 from collector.errors import DrivelabError
-from collector.runcmd import inventory_file
 from collector.scenario.inventory import candidate_drives, host_vars, lab_vars, prometheus_url
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Latency under load as gather reads it (collector.latency): the window summary
+"""Latency under load as gather reads it (collector.stats.latency): the window summary
 (run fact ``latency_window``), the lag reading (``schedule_lag``), each client's
 whole-run figures and the per-second series stored as samples, on run folders made
 of the real ``pgbench -R -l`` logs and reports captured on the lab
@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collector import gather, latency
+from collector.gather import folder as gather
 from collector.parse import pgbench
+from collector.run import storing
+from collector.stats import latency
 from collector.store import Store
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "txlog-rate"
@@ -201,7 +203,7 @@ def test_per_second_series_are_stored_per_client_and_over_all(tmp_path):
     capture = "hdd7200-cluster-r100"
     run_dir = txlog_run(tmp_path, capture, rate=100)
     with Store.open(tmp_path / "results.db") as store:
-        gather.record_run_dir(store, run_dir)
+        storing.record_run_dir(store, run_dir)
         sid = store.scenario("latency").id
         stored = store.samples(sid, metric_prefix=latency.LATENCY_METRIC)
         facts = {f.key: f.value for f in store.facts(sid) if f.scope == "run"}
@@ -339,12 +341,12 @@ def sweep_db(tmp_path):
     db = tmp_path / "results.db"
     with Store.open(db) as store:
         for capture, rate in SWEEP.items():
-            gather.record_run_dir(store, txlog_run(tmp_path, capture, rate=rate))
+            storing.record_run_dir(store, txlog_run(tmp_path, capture, rate=rate))
     return db
 
 
 def _report(db: Path, monkeypatch, capsys, *args: str) -> list[str]:
-    from collector import cli  # noqa: PLC0415
+    from collector.cli import main as cli  # noqa: PLC0415
 
     monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.delenv("TERM", raising=False)
@@ -389,7 +391,7 @@ def test_a_total_rate_is_said_so(tmp_path, monkeypatch, capsys):
     with Store.open(db) as store:
         for capture, rate in (("hdd7200-cluster-r10", 10), ("hdd7200-cluster-r100", 100)):
             run_dir = txlog_run(tmp_path, capture, rate=rate, rate_per="total")
-            gather.record_run_dir(store, run_dir)
+            storing.record_run_dir(store, run_dir)
     lines = _report(db, monkeypatch, capsys)
     said = " ".join(" ".join(lines).split())
     assert "(-R per host x 2, given total)" in said
@@ -402,7 +404,7 @@ def test_latency_limit_steps_show_late_and_skipped(tmp_path, monkeypatch, capsys
         for capture, rate in (("hdd7200-cluster-r10-L200", 10), ("hdd7200-cluster-r100-L50", 100)):
             limit = int(capture.rsplit("L", 1)[1])
             run_dir = txlog_run(tmp_path, capture, rate=rate, limit_ms=limit)
-            gather.record_run_dir(store, run_dir)
+            storing.record_run_dir(store, run_dir)
     lines = _report(db, monkeypatch, capsys)
     (row,) = _latency_rows(lines, f"{CLUSTER} L50")
     window = None
@@ -450,12 +452,16 @@ def test_latency_against_throughput_plot_renders_in_headless_chromium(sweep_db, 
     """The report's latency-vs-throughput plot as Chromium draws it, offline: alone on a
     page it is not blank and its p50, p95 and p99 lines are drawn in their colours, with
     the ring of the step whose rate was not held; the whole report renders too."""
-    from collector.report import html, load  # noqa: PLC0415
+    from collector.report import (  # noqa: PLC0415
+        charts,
+        html,
+        load,
+    )
     from tests.unit.test_report import _screenshot  # noqa: PLC0415
 
     with Store.open(sweep_db) as store:
         view = load(store, "latency")
-    plots = dict(html.plot_latency_throughput(view))
+    plots = dict(charts.plot_latency_throughput(view))
     assert set(plots) == {
         CLUSTER, "hdd7200 tpcb ext4 tablespace s5 2cl c4 j2 T8", "nvme tpcb ext4 tablespace s5 2cl c4 j2 T6"
     }  # fmt: skip
@@ -464,8 +470,8 @@ def test_latency_against_throughput_plot_renders_in_headless_chromium(sweep_db, 
     pixels = _screenshot(page, tmp_path / "plot.png", height=900)
     non_white = (pixels < 0.9).any(axis=-1).mean()
     assert non_white > 0.01, f"only {non_white:.1%} of the plot is not white"
-    for name, (_, color) in (("p50", html.LATENCY_LINES["0.5"]), ("p95", html.LATENCY_LINES["0.95"]),
-                             ("p99", html.LATENCY_LINES["0.99"]), ("ring", (None, "#bb0000"))):  # fmt: skip
+    for name, (_, color) in (("p50", charts.LATENCY_LINES["0.5"]), ("p95", charts.LATENCY_LINES["0.95"]),
+                             ("p99", charts.LATENCY_LINES["0.99"]), ("ring", (None, "#bb0000"))):  # fmt: skip
         rgb = np.array([int(color[i : i + 2], 16) for i in (1, 3, 5)]) / 255
         near = (np.abs(pixels - rgb) < 0.08).all(axis=-1).sum()
         assert near > 30, f"{near} pixels of the {name} colour {color}"

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from collector import lease, playbook
 from collector.ansible_plugins.filter import drivelab as filters
 from collector.errors import DrivelabError
+from collector.hosts import lease, playbook
 from tests.unit.hostcode import module_util
 from tests.unit.test_gather import gather, make_run, two
 

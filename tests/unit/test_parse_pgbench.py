@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from collector.parse import ParseError, pgbench
-from collector.stats import percentile
+from collector.stats.tps import percentile
 
 PG = Path(__file__).resolve().parents[1] / "data" / "pgbench"
 HW = PG / "handwritten"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from collector import runner
+from collector.run import stages as runner
 
 
 def database_json(tmp_path, postgresql):

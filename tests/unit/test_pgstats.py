@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from collector import gather, serverstats
 from collector.errors import DrivelabError
+from collector.gather import folder as gather
+from collector.gather import serverstats
 from collector.parse import ParseError, pglog, pgstats
 from tests.unit.test_gather import make_run, two
 

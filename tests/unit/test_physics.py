@@ -1,4 +1,4 @@
-"""Physics checks (collector/physics.py) on real captured outputs: the lab's pre-tests
+"""Physics checks (collector/verdicts/physics.py) on real captured outputs: the lab's pre-tests
 (tests/data/pretest: nvme and hdd7200; tests/data/physics: hdd7200wc, a 7200 rpm drive
 that is RAM in fact) and the lab's run folders and telemetry (tests/data/physics, see its
 README), judged against what a drive can physically do; then where the flags are
@@ -16,17 +16,19 @@ from typing import Any
 import pytest
 import yaml
 
-from collector import cli, physics
 from collector import scenario as sc
+from collector.cli import main as cli
 from collector.errors import DrivelabError
-from collector.gather import gather_run, record
+from collector.gather.folder import gather_run
 from collector.paths import REPO
-from collector.pretest import collect, for_cell, physics_facts
 from collector.records import CellSpec, ClientResult, Sample
 from collector.report import html, load
 from collector.report.terminal import physics_lines
+from collector.run.storing import record
 from collector.scenario.inventory import candidate_drives
 from collector.store import Store
+from collector.verdicts import physics
+from collector.verdicts.pretest import collect, for_cell, physics_facts
 from tests.unit.hostcode import module_util
 
 DATA = Path(__file__).resolve().parents[1] / "data"

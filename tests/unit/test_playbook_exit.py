@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collector.playbook import exit_reason
+from collector.hosts.playbook import exit_reason
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from collector import cli
+from collector.cli import main as cli
 from collector.errors import DrivelabError
-from collector.pretest import collect, summarize
 from collector.records import CellSpec, RunRecord, RunStatus
 from collector.report import html, load
 from collector.store import Store
+from collector.verdicts.pretest import collect, summarize
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pretest"
 

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from collector import runner
 from collector.paths import REPO
+from collector.run import stages as runner
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The rate search's bisection (collector.ratesearch): what it runs next, when it
+"""The rate search's bisection (collector.stats.ratesearch): what it runs next, when it
 stops, what it reports, and that it resumes from stored steps; judged on model drives
 (a latency that grows with the rate) and on the p99s of real ``pgbench -R -l`` logs
 captured on the lab (tests/data/txlog-rate/README.md)."""
@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from collector import ratesearch as rs
 from collector import scenario as sc
 from collector.errors import DrivelabError
 from collector.parse import pgbench, txlog
 from collector.records import RunRecord, RunStatus
 from collector.report import html as html_report
 from collector.report import load, terminal
-from collector.scenariorun import RunOptions, ScenarioRun
+from collector.run.conductor import RunOptions, ScenarioRun
+from collector.stats import ratesearch as rs
 from collector.store import Store
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "txlog-rate"

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from collector.playbook import HOLDS_POSTGRESQL_DATA, PlaybookFailed, run_playbook
+from collector.hosts.playbook import HOLDS_POSTGRESQL_DATA, PlaybookFailed, run_playbook
 from tests.unit.hostcode import module_util
 
 #: a module failing as drive_format does on a Refusal (same module_utils, same call)

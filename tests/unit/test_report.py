@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collector import cli
-from collector.report import html, load, open_store
+from collector.cli import main as cli
+from collector.report import charts, html, load, open_store
 from collector.store import Store
 from tests.conftest import DATA, build_store
 
@@ -352,7 +352,7 @@ def test_run_warnings_and_cache_phrase_from_run_facts():
 
 
 def test_a_checkpoint_in_the_window_is_said_per_drive_and_marked_on_the_plot(tmp_path):
-    """Run facts as gather stores them (collector.serverstats): ssd's first run had a
+    """Run facts as gather stores them (collector.gather.serverstats): ssd's first run had a
     checkpoint inside its window, its second none; hdd's runs carry no such facts."""
     from collector.report import terminal  # noqa: PLC0415
 
@@ -373,9 +373,9 @@ def test_a_checkpoint_in_the_window_is_said_per_drive_and_marked_on_the_plot(tmp
         " its writes competed with the clients'"
     ]
     ssd = next(cv for cv in view.cells if cv.drive == "ssd")
-    assert html.checkpoint_spans(view, ssd) == [(t0 + 1.0, t0 + 3.5, "wal")]
-    plots = {name.split()[0]: svg for name, svg in html.plot_series(view)}
-    assert html.CHECKPOINT_COLOR in plots["ssd"] and html.CHECKPOINT_COLOR not in plots["hdd"]
+    assert charts.checkpoint_spans(view, ssd) == [(t0 + 1.0, t0 + 3.5, "wal")]
+    plots = {name.split()[0]: svg for name, svg in charts.plot_series(view)}
+    assert charts.CHECKPOINT_COLOR in plots["ssd"] and charts.CHECKPOINT_COLOR not in plots["hdd"]
     page = html.render([view])
     assert "checkpoint: ssd: a checkpoint (wal) started or ended" in page
 
@@ -388,7 +388,7 @@ def test_log_axes_are_labelled_in_plain_numbers():
     fig = Figure()
     ax = fig.subplots()
     ax.plot([1, 2], [0.55, 2.4])
-    html._log(ax, "y")
+    charts._log(ax, "y")
     ax.set_ylim(0.5, 2.5)
     fig.canvas.draw()
     labels = [t.get_text() for t in ax.get_yticklabels(minor=True) + ax.get_yticklabels()]
@@ -408,7 +408,7 @@ def _page_without_dates(text: str) -> str:
 
 
 def _drawn_here_alone(monkeypatch) -> None:
-    monkeypatch.setattr(html, "_draw_all", lambda figs: [html._draw(f) for f in figs])
+    monkeypatch.setattr(charts, "_draw_all", lambda figs: [charts._draw(f) for f in figs])
 
 
 def test_figures_drawn_in_two_processes_make_the_same_page(results_db, monkeypatch):
@@ -432,7 +432,7 @@ def test_a_copy_that_fails_or_hangs_has_its_figures_drawn_here(results_db, monke
     with open_store(results_db) as store:
         view = load(store, "two-drives")
     parent = os.getpid()
-    draw = html._draw
+    draw = charts._draw
 
     def draw_or_not(fig):
         if os.getpid() != parent:  # in the copy
@@ -450,13 +450,13 @@ def test_a_copy_that_fails_or_hangs_has_its_figures_drawn_here(results_db, monke
             forked.append(pid)
         return pid
 
-    monkeypatch.setattr(html, "_draw", draw_or_not)
-    monkeypatch.setattr(html, "DRAW_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(charts, "_draw", draw_or_not)
+    monkeypatch.setattr(charts, "DRAW_TIMEOUT_S", 1.0)
     monkeypatch.setattr(os, "fork", fork_and_tell)
     page = html.render([view])
     assert len(forked) == 1
     with pytest.raises(ChildProcessError):  # reaped: not even a zombie left
         os.waitpid(forked[0], os.WNOHANG)
-    monkeypatch.setattr(html, "_draw", draw)
+    monkeypatch.setattr(charts, "_draw", draw)
     _drawn_here_alone(monkeypatch)
     assert _page_without_dates(page) == _page_without_dates(html.render([view]))

@@ -1,4 +1,4 @@
-"""Hosts asked over SSH without Ansible (collector.sshhosts), against a real sshd on
+"""Hosts asked over SSH without Ansible (collector.hosts.sshhosts), against a real sshd on
 127.0.0.1 (marked ``sshd``): the preflight passes without starting Ansible when every
 host answers; a host that does not answer is left to Ansible, which names it; the
 provisioning stamps are read as the hosts have them, a missing one as "" and one not
@@ -15,8 +15,9 @@ import pytest
 import yaml
 from rich.console import Console
 
-from collector import scenariorun, sshhosts
 from collector.errors import DrivelabError
+from collector.hosts import sshhosts
+from collector.run import conductor as scenariorun
 from tests.unit.sshd import Sshd, free_port
 
 pytestmark = pytest.mark.sshd

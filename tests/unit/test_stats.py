@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector import stats
 from collector.parse import pgbench
 from collector.records import CellSpec, ClientResult, LatencyHistogram, RunStatus, SeriesPoint
+from collector.stats import tps as stats
 
 PG = Path(__file__).resolve().parents[1] / "data" / "pgbench"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from collector import cli
+from collector.cli import main as cli
 from collector.errors import DrivelabError
 from collector.records import CellSpec, ClientResult, RunRecord, RunStatus
 from collector.store import Store, claim
@@ -507,7 +507,7 @@ def test_a_run_of_a_scenario_held_elsewhere_is_refused_before_anything_runs(stor
     from rich.console import Console  # noqa: PLC0415
 
     from collector import scenario as sc  # noqa: PLC0415
-    from collector import scenariorun  # noqa: PLC0415
+    from collector.run import conductor as scenariorun  # noqa: PLC0415
     from tests.unit.test_cell_identity import INVENTORY, _sets_scenario  # noqa: PLC0415
 
     scen = _sets_scenario(tmp_path)
@@ -656,7 +656,7 @@ def test_lab_down_saves_the_lab_results_store_only_when_it_holds_something(
     """`drivelab lab down` exports the lab's results store before removing it: nothing
     for a database without drivelab's tables, every scenario and run otherwise, in a
     document `drivelab import` takes back."""
-    from collector.labcmd import save_results_store  # noqa: PLC0415
+    from collector.hosts.lab import save_results_store  # noqa: PLC0415
 
     monkeypatch.setenv("DRIVELAB_RESULTS", str(tmp_path / "results"))
     uri = pg_cluster.new_database()
@@ -676,7 +676,7 @@ def test_lab_down_refuses_while_the_lab_results_store_does_not_answer(
 ):
     """A lab results store whose server is down cannot be saved, and lab down would
     remove its folder: lab down stops in one line before it runs anything."""
-    from collector import lab  # noqa: PLC0415
+    from collector.hosts import lab  # noqa: PLC0415
 
     folder = tmp_path / "drivelab-results-pg"
     folder.mkdir()

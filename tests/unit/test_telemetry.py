@@ -1,4 +1,4 @@
-"""collector.telemetry against a real node_exporter and a real Prometheus on loopback,
+"""collector.verdicts.telemetry against a real node_exporter and a real Prometheus on loopback,
 and its parser on captured Prometheus answers (tests/data/telemetry/README.md)."""
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from collector import telemetry
 from collector.errors import DrivelabError
 from collector.records import Sample
+from collector.verdicts import telemetry
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "telemetry"

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collector.clientstats import percentile
 from collector.parse import pgbench, txlog
+from collector.stats.clientstats import percentile
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "txlog-rate"
 CLIENTS = ("client1", "client2")

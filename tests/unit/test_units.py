@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from collector.errors import DrivelabError
-from collector.playbook import parse_recap
+from collector.hosts.playbook import parse_recap
 from collector.units import human_size, parse_size
 
 

@@ -1,4 +1,4 @@
-"""ansible-playbook started ahead of its stage (collector.warmstart), with real
+"""ansible-playbook started ahead of its stage (collector.hosts.warmstart), with real
 ansible-playbook runs on localhost: the stage runs in the spare, with its own variables
 and failures file; a spare whose environment no longer matches is not used; none is left
 behind."""
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from collector import playbook, warmstart
+from collector.hosts import playbook, warmstart
 
 # the main ansible-playbook process's PID: a lookup runs in a worker forked from it
 STAGE = """\

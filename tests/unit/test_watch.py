@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from collector import cli, watchcmd
+from collector.cli import main as cli
+from collector.cli import watchcmd
 from collector.live import LiveState, MetricsExporter, RunLabels, Status
 from tests.conftest import DATA
 

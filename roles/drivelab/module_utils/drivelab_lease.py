@@ -1,6 +1,6 @@
 # The lab's lease, kept in one file on the DB host: who measures or writes there now.
 # Used by the module drivelab_lease (playbooks) and, sent over SSH as it is, by drivelab run's
-# heartbeat (collector/lease.py): one rule book for both. Python standard library only.
+# heartbeat (collector/hosts/lease.py): one rule book for both. Python standard library only.
 #
 # The file holds one JSON record (the holder); no file is a free lab. Every change happens under
 # flock on "<file>.lock" (never removed), and is written to a temporary file in the same folder,
@@ -26,7 +26,7 @@ import time
 
 #: what a holder record says (besides the token's digest, the holder's identity)
 FIELDS = ("user", "controller", "controller_id", "pid", "pid_start", "purpose", "scenario", "cell")
-#: the refusal codes a failed take or check carries (collector/lease.py decides on them)
+#: the refusal codes a failed take or check carries (collector/hosts/lease.py decides on them)
 HELD = "lease_held"
 LOST = "lease_lost"
 

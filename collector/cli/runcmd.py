@@ -1,0 +1,150 @@
+"""``drivelab run SCENARIO``: parse the command line, validate the scenario and print
+its plan, then hand it to the runner (:mod:`collector.run.conductor`) and print the
+report (:mod:`collector.cli.reportcmd`).
+
+Interrupted (Ctrl-C, SIGTERM, SIGHUP, a crash, SIGKILL) and run again, it resumes: a
+repetition already stored as complete is skipped; one that was cut off is run again from
+scratch (its folder is replaced and the store keeps one run per cell and repetition).
+Ctrl-C, SIGTERM and SIGHUP stop it cleanly: the playbook stopped, the repetition in
+progress stored failed with the reason, the lease released, exit 130, 143 or 129. A
+partial or failed run is stored as such and, unless --fail-fast, the scenario goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import threading
+import time
+
+from collector.cli.options import DB_HELP, db_arg, inventory_file
+from collector.errors import stopped_by_signals
+from collector.paths import LOCAL_INVENTORY, results_dir
+
+
+def _settings_not_checked(scen, console) -> None:
+    """A dry run asks no host: a scenario's PostgreSQL settings are checked by the DB
+    host's server when the run starts."""
+    from collector import scenario as sc  # noqa: PLC0415
+
+    if scen.postgresql.given():
+        console.print(
+            f"NOT checked against a server: {sc.NOT_CHECKED_WITHOUT_SERVER}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _import_report() -> None:
+    """Imports the HTML report's modules (matplotlib, scipy: about 1 s of CPU) while the
+    scenario runs, this thread at a lower priority, so that the report at the end does
+    not wait for them. An import that fails here fails again, and is told, there."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)  # this thread only
+    with contextlib.suppress(Exception):
+        from collector.report import html  # noqa: F401, PLC0415
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.console import Console  # noqa: PLC0415  (keep --help fast)
+
+    from collector import scenario as sc  # noqa: PLC0415
+    from collector.run import conductor as scenariorun  # noqa: PLC0415
+    from collector.store.target import default_target  # noqa: PLC0415
+
+    console = Console()
+    scen = sc.load(args.scenario, size=args.size)
+    if args.dry_run and args.inventory is None and not (LOCAL_INVENTORY / "hosts.yml").exists():
+        # checking a scenario file before any lab exists: the plan, hosts by count
+        cells = sc.expand(scen, sc.inventory_by_count(max(scen.hosts)))
+        console.print(sc.plan_text(scen, cells, hosts_by_count=True))
+        console.print(
+            "not checked (no inventory: give --inventory, or 'drivelab lab up'): "
+            + "; ".join(sc.NOT_CHECKED_WITHOUT_INVENTORY),
+            highlight=False,
+            soft_wrap=True,
+        )
+        _settings_not_checked(scen, console)
+        return 0
+    inv_path = inventory_file(args.inventory)
+    inventory = sc.load_inventory(inv_path)
+    sc.validate_against_inventory(scen, inventory, args.scenario)
+    cells = sc.expand(scen, inventory)
+    console.print(sc.plan_text(scen, cells))
+    if args.dry_run:
+        _settings_not_checked(scen, console)
+        return 0
+    options = scenariorun.RunOptions(
+        inventory=inv_path, db=args.db if args.db is not None else default_target(),
+        verbose=args.verbose, fail_fast=args.fail_fast, live=not args.no_live,
+        telemetry=not args.no_telemetry, metrics_addr=args.metrics_addr,
+        metrics_port=args.metrics_port, reprovision=args.reprovision, wait=args.wait,
+        check=not args.no_check,
+    )  # fmt: skip
+    run = scenariorun.ScenarioRun(scen, cells, inventory, options, console)
+    threading.Thread(target=_import_report, name="drivelab-report-import", daemon=True).start()
+    with stopped_by_signals():  # SIGTERM, SIGHUP: as Ctrl-C, the repetition stored failed
+        progress = run.run()
+    console.print(
+        f"scenario {scen.name}: {time.monotonic() - progress.started:.0f} s, "
+        f"{progress.problems} partial or failed runs"
+    )
+    from collector.report.publish import publish  # noqa: PLC0415
+
+    return publish(options.db, scen.name, scen.baseline, html=results_dir() / f"{scen.name}.html")
+
+
+def port_arg(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (1 to 65535)")
+    return port
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a scenario (resumes where it stopped)")
+    p.add_argument("scenario", help="scenario file, e.g. scenarios/seed-two-clients.yml")
+    p.add_argument("-i", "--inventory", help="inventory folder or file (default: the local lab's)")
+    p.add_argument("--size", help="a named size of the scenario, e.g. lab")
+    p.add_argument("--dry-run", action="store_true", help="validate and print the plan only")
+    p.add_argument("--db", type=db_arg, default=None, help=DB_HELP)
+    p.add_argument(
+        "--fail-fast", action="store_true", help="stop at the first partial or failed run"
+    )
+    p.add_argument(
+        "--no-live", action="store_true",
+        help="do not follow the clients live (no live table, no live metrics)",
+    )  # fmt: skip
+    p.add_argument(
+        "--no-telemetry", action="store_true",
+        help="no node_exporter/Prometheus, no device figures or cache verdicts",
+    )  # fmt: skip
+    p.add_argument(
+        "--metrics-addr", default="127.0.0.1",
+        help="address the live metrics are served on (default 127.0.0.1)",
+    )  # fmt: skip
+    p.add_argument(
+        "--metrics-port", type=port_arg, default=9479,
+        help="port of the live metrics, for Prometheus and `drivelab watch` (default 9479)",
+    )  # fmt: skip
+    p.add_argument(
+        "--reprovision", action="store_true",
+        help="provision every host and set telemetry up again even if nothing they depend on"
+        " has changed",
+    )  # fmt: skip
+    p.add_argument(
+        "--wait", action="store_true",
+        help="wait for the lab's lease while another run or playbook holds the DB host"
+        " (default: refuse in one line naming it)",
+    )  # fmt: skip
+    p.add_argument(
+        "--no-check", action="store_true",
+        help="leave `drivelab check` out of the preflight (about 10 s on three hosts), for"
+        " runs again on hosts just checked; the datasets are still held against the drives",
+    )  # fmt: skip
+    p.add_argument("-v", "--verbose", action="store_true", help="show Ansible's output")
+    p.set_defaults(func=cmd_run)

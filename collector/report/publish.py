@@ -1,0 +1,38 @@
+"""Every report a verb asks for, from one store: the terminal's table always, HTML,
+CSV and JSON on request. ``drivelab report`` and the end of ``drivelab run`` both call
+:func:`publish`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def publish(
+    db,
+    scenario: str | None = None,
+    baseline: str | None = None,
+    *,
+    html: Path | None = None,
+    csv: Path | None = None,
+    json: Path | None = None,
+) -> int:
+    """The report of ``scenario`` (all scenarios when None) from the store ``db`` on the
+    terminal, then the files asked for; 0 (a verb's exit code)."""
+    from rich.console import Console  # noqa: PLC0415  (keep --help fast)
+
+    from collector.report import export, load_all, open_store, terminal  # noqa: PLC0415
+
+    with open_store(db) as store:
+        views = load_all(store, [scenario] if scenario else None, baseline)
+    console = Console()
+    terminal.publish(views, console)
+    if html:
+        from collector.report import html as html_report  # noqa: PLC0415  (matplotlib: slow)
+
+        console.print(f"HTML report: {html_report.publish(views, html)}")
+    if csv:
+        files = export.write_csv(views, csv)
+        console.print(f"CSV: {len(files)} files in {csv}")
+    if json:
+        console.print(f"JSON: {export.write_json(views, json)}")
+    return 0
