@@ -106,7 +106,7 @@ class Cell:
 
     scenario: str
     drive: str  # the drivelab filesystem name (mount point /srv/drivelab/<drive>)
-    filesystem: str  # ext4, xfs, btrfs
+    filesystem: str  # a row of drivelab_argv.FILESYSTEMS
     placement: str = "tablespace"  # or cluster
     scale: int = 10
     hosts: tuple[str, ...] = ()

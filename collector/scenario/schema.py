@@ -80,6 +80,8 @@ def _host_module(role: str, name: str) -> Any:
 
 #: the DB host's allow-lists for mkfs and mount options (drive_format builds its argv with them)
 HOST_RULES = _host_module("candidate_drive", "drivelab_argv")
+#: a filesystem drivelab makes: a row of the host side's table (drivelab_argv.FILESYSTEMS)
+FilesystemName = Literal[tuple(HOST_RULES.FILESYSTEMS)]  # type: ignore[valid-type]
 #: the DB host's rules for PostgreSQL settings (module drivelab_pg_settings)
 PG_RULES = _host_module("postgresql_server", "drivelab_pgsettings")
 
@@ -114,7 +116,7 @@ class Strict(BaseModel):
 
 
 class Filesystem(Strict):
-    fs: Literal["ext4", "xfs", "btrfs"] = "ext4"
+    fs: FilesystemName = "ext4"
     mkfs_options: list[Argument] = Field(default_factory=list, max_length=32)
     mount_options: MountOptions = "noatime"
 

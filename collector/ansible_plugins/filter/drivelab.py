@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import importlib.util
 import ipaddress
 import multiprocessing
 import os
@@ -277,6 +278,22 @@ def drivelab_preflight_drives(drives, pattern):
 
 
 MOUNT_OPTIONS = re.compile(r"^[A-Za-z0-9_=,.:/-]+$")
+#: the host side's filesystem table (candidate_drive's drivelab_argv.FILESYSTEMS), loaded
+#: by path as the scenario schema loads it: this repository's roles are beside the plugins
+_ARGV_PATH = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), *[os.pardir] * 3,
+    "roles", "candidate_drive", "module_utils", "drivelab_argv.py",
+)  # fmt: skip
+
+
+def _filesystems():
+    spec = importlib.util.spec_from_file_location("drivelab_argv_for_filters", _ARGV_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return tuple(module.FILESYSTEMS)
+
+
+FILESYSTEMS = _filesystems()
 
 
 def drivelab_preflight_request(request, drives, pattern):
@@ -292,7 +309,7 @@ def drivelab_preflight_request(request, drives, pattern):
             isinstance(r.get("name"), str) and re.match(pattern, r["name"]),
             _is_list(r.get("drives")) and len(r["drives"]) > 0
             and all(x in names for x in r["drives"]),
-            r.get("fs", "ext4") in ("ext4", "xfs", "btrfs"),
+            r.get("fs", "ext4") in FILESYSTEMS,
             r.get("raid_level", "none") in ("none", "raid0", "raid1", "raid5", "raid10"),
             r.get("raid_method", "btrfs") in ("btrfs", "mdadm"),
             _is_list(r.get("mkfs_options", [])),
@@ -305,7 +322,7 @@ def drivelab_preflight_request(request, drives, pattern):
             bad.append(
                 f"candidate_drive_request[{i}] ({name}): needs a unique name matching {pattern},"
                 f" drives out of candidate_drives ({', '.join(str(n) for n in names)}), fs"
-                " ext4|xfs|btrfs, raid_level none|raid0|raid1|raid5|raid10, raid_method"
+                f" {'|'.join(FILESYSTEMS)}, raid_level none|raid0|raid1|raid5|raid10, raid_method"
                 " btrfs|mdadm, mkfs_options a list, mount_options a plain option string"
             )
     return bad

@@ -19,6 +19,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.drivelab_argv import (
+    FILESYSTEMS,
     HOLDS_POSTGRESQL_DATA,
     REFUSED,
     Commands,
@@ -44,14 +45,14 @@ module: drive_format
 short_description: drivelab's own filesystem on candidate drives (gated), mounted
 description:
   - Every argv for wipefs, mkfs, mdadm, mount and umount comes from drivelab_argv's
-    builder: mkfs and mount options pass a per-filesystem allow-list, and every argument
+    builder. mkfs and mount options pass a per-filesystem allow-list, and every argument
     that could name a device must be one the gate passed in this invocation.
   - Every tool is looked up on PATH before anything is written.
 options:
   name: {description: filesystem name (a drive or a RAID set), type: str, required: true}
   members: {description: drive names it spans, type: list, elements: str, required: true}
   inventory: {description: the DB host's candidate_drives, type: list, elements: dict, required: true}
-  fs: {description: ext4, xfs or btrfs, type: str, choices: [ext4, xfs, btrfs], default: ext4}
+  fs: {description: a filesystem of drivelab_argv.FILESYSTEMS, type: str, choices: [ext4, xfs, btrfs], default: ext4}
   mkfs_options: {description: extra mkfs arguments (allow-listed per filesystem), type: list, elements: str, default: []}
   mount_options: {description: mount options (allow-listed per filesystem), type: str, default: noatime}
   raid_level: {description: raid0, raid1, raid5 or raid10 (none for one drive), type: str, default: none}
@@ -63,15 +64,14 @@ options:
   state:
     description:
       - present (made and mounted), absent, or mounted (drivelab's filesystem of this name
-        as its record says: members, filesystem and options read from the record, the
+        as its record says (members, filesystem and options read from the record), the
         members gated again, a stopped md array assembled by its recorded UUID, mounted;
-        never made: after a reboot, before PostgreSQL starts)
+        never made; after a reboot, before PostgreSQL starts)
     type: str
     choices: [present, absent, mounted]
     default: present
 """
 
-LABEL_MAX = {"ext4": 16, "xfs": 12, "btrfs": 255}
 RAID_LEVELS = ("none", "raid0", "raid1", "raid5", "raid10")
 
 
@@ -164,7 +164,7 @@ def main():
             "name": {"type": "str", "required": True},
             "members": {"type": "list", "elements": "str"},
             "inventory": {"type": "list", "elements": "dict", "required": True},
-            "fs": {"type": "str", "choices": ["ext4", "xfs", "btrfs"], "default": "ext4"},
+            "fs": {"type": "str", "choices": list(FILESYSTEMS), "default": "ext4"},
             "mkfs_options": {"type": "list", "elements": "str", "default": []},
             "mount_options": {"type": "str", "default": "noatime"},
             "raid_level": {"type": "str", "choices": list(RAID_LEVELS), "default": "none"},
@@ -259,7 +259,7 @@ def run(module):
     recs = own_records(p["state_dir"])
     own_uuids, own_mounts = own_marks(recs, mount_root)
     protected = pg_paths() + p["protected_paths"]
-    label = f"drivelab-{name}"[: LABEL_MAX[fs]]
+    label = f"drivelab-{name}"[: FILESYSTEMS[fs]["label_max"]]
     want = {
         "name": name,
         "members": members,

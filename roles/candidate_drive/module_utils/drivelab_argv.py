@@ -1,5 +1,5 @@
 # The one place that builds the argv of every command that writes to a candidate
-# drive: wipefs, mkfs.ext4/xfs/btrfs, mdadm, mount and umount. Pure Python, standard
+# drive: wipefs, mkfs (one per filesystem of FILESYSTEMS), mdadm, mount and umount. Pure Python, standard
 # library only: the modules on the DB host import it as ansible.module_utils, and the
 # controller's scenario check loads the same file, so every entry point (scenario,
 # playbook -e, tasks_from, the module called directly) gets the same refusals.
@@ -18,6 +18,28 @@ import shutil
 #: refusal codes a caller may act on (a module's failed result carries one as ``refusal``)
 REFUSED = "refused"  # any other refusal: nothing to do but read the message
 HOLDS_POSTGRESQL_DATA = "holds_postgresql_data"  # release drivelab's databases, then retry
+
+
+#: the filesystems drivelab makes on a candidate drive, one row each: its mkfs and the
+#: flag that makes it overwrite (the gate has passed the device), the Debian/Ubuntu
+#: package that carries it, the longest label it takes, whether it spans a RAID itself. drive_format, the
+#: scenario schema, the preflight filter and the allow-lists below read it; the argument
+#: specs and docs/scenarios.md are held to it by tests/unit/test_vocabulary.py. A new
+#: filesystem is a row here, its MKFS and MOUNT allow-lists, and their tests.
+FILESYSTEMS = {
+    "ext4": {"mkfs": "mkfs.ext4", "force": "-F", "package": "e2fsprogs", "label_max": 16,
+             "native_raid": False},
+    "xfs": {"mkfs": "mkfs.xfs", "force": "-f", "package": "xfsprogs", "label_max": 12,
+            "native_raid": False},
+    "btrfs": {"mkfs": "mkfs.btrfs", "force": "-f", "package": "btrfs-progs", "label_max": 255,
+              "native_raid": True},
+}  # fmt: skip
+
+
+def filesystem_names():
+    """The filesystems as the one-line refusals list them: ``ext4, xfs or btrfs``."""
+    names = list(FILESYSTEMS)
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
 
 
 class Refusal(Exception):
@@ -205,7 +227,7 @@ OWN_MKFS = {"-L": "the label is drivelab's own marker", "-f": "drivelab adds it"
 RAID_SET = {"-d", "-m"}
 
 #: packages that carry each tool on Debian and Ubuntu
-PACKAGE = {"mkfs.ext4": "e2fsprogs", "mkfs.xfs": "xfsprogs", "mkfs.btrfs": "btrfs-progs",
+PACKAGE = {**{row["mkfs"]: row["package"] for row in FILESYSTEMS.values()},
            "wipefs": "util-linux", "blkid": "util-linux", "mount": "mount",
            "umount": "mount", "mdadm": "mdadm"}  # fmt: skip
 
@@ -219,7 +241,7 @@ def mkfs_options(fs, options, *, raid=False):
     and returned as [(option, value or None)] in canonical form. ``raid``: drivelab
     sets the Btrfs profiles itself. Raises Refusal naming the first bad argument."""
     if fs not in MKFS:
-        raise Refusal(f"mkfs: filesystem {fs!r} is not ext4, xfs or btrfs")
+        raise Refusal(f"mkfs: filesystem {fs!r} is not {filesystem_names()}")
     if not isinstance(options, (list, tuple)):
         raise Refusal(f"mkfs options must be a list of arguments, not {type(options).__name__}")
     table, longs = MKFS[fs], _long_names(fs)
@@ -357,7 +379,7 @@ def mount_options(fs, opts):
     """The operator's mount option string for ``fs``, checked against the allow-list;
     returns the list of options. Raises Refusal naming the first bad option."""
     if fs not in MOUNT:
-        raise Refusal(f"mount: filesystem {fs!r} is not ext4, xfs or btrfs")
+        raise Refusal(f"mount: filesystem {fs!r} is not {filesystem_names()}")
     if not isinstance(opts, str) or not opts:
         raise Refusal(f"mount options {opts!r}: must be a non-empty option string")
     table = MOUNT[fs]
@@ -391,7 +413,12 @@ def tools_for(fs, raid_method="none"):
     need = ["blkid", "wipefs"]
     if raid_method == "mdadm":
         need.append("mdadm")
-    return [*need, f"mkfs.{fs}", "mount", "umount"]
+    return [
+        *need,
+        FILESYSTEMS[fs]["mkfs"] if fs in FILESYSTEMS else f"mkfs.{fs}",
+        "mount",
+        "umount",
+    ]
 
 
 def resolve_tools(names, what):
@@ -518,15 +545,13 @@ class Commands:
         """mkfs.<fs> over ``targets`` (one device, or every member of a Btrfs RAID)."""
         pairs = mkfs_options(fs, options, raid=raid_level != "none")
         devs = [self._device(t) for t in targets]
-        if len(devs) != 1 and not (fs == "btrfs" and raid_level != "none"):
+        row = FILESYSTEMS[fs]  # mkfs_options refused any other
+        native = row["native_raid"] and raid_level != "none"
+        if len(devs) != 1 and not native:
             raise Refusal(f"mkfs.{fs}: {len(devs)} devices, only a Btrfs RAID spans several")
-        if fs == "ext4":
-            argv = [self._tool("mkfs.ext4"), "-F", "-q", "-L", label, *_flat(pairs), *devs]
-        elif fs == "xfs":
-            argv = [self._tool("mkfs.xfs"), "-f", "-q", "-L", label, *_flat(pairs), *devs]
-        else:
-            raid = ["-d", raid_level, "-m", raid_level] if raid_level != "none" else []
-            argv = [self._tool("mkfs.btrfs"), "-f", "-q", "-L", label, *raid, *_flat(pairs), *devs]
+        raid = ["-d", raid_level, "-m", raid_level] if native else []
+        argv = [self._tool(row["mkfs"]), row["force"], "-q", "-L", label, *raid, *_flat(pairs),
+                *devs]  # fmt: skip
         if "/" in label or not label.startswith("drivelab-"):
             raise Refusal(f"mkfs.{fs}: label {label!r} is not drivelab's")
         return self.seal(argv)

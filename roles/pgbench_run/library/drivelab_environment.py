@@ -315,7 +315,7 @@ def storage(module, path):
     if mount is None:
         module.fail_json(msg=f"path: {path}: no mount in /proc/self/mounts holds it")
     out = {"path": path, "mount": mount}
-    # the filesystem's device: st_dev of the path (ext4, xfs: the real device; btrfs
+    # the filesystem's device: st_dev of the path (the real device on most; btrfs
     # and a few others give an anonymous one), else the mount's source device node
     st_dev = os.stat(real).st_dev
     sysdir = sysdir_of(f"{os.major(st_dev)}:{os.minor(st_dev)}")
