@@ -1,6 +1,6 @@
 """``drivelab run SCENARIO``: parse the command line, validate the scenario and print
 its plan, then hand it to the runner (:mod:`collector.run.conductor`) and print the
-report (:mod:`collector.cli.reportcmd`).
+report (:mod:`collector.report.publish`).
 
 Interrupted (Ctrl-C, SIGTERM, SIGHUP, a crash, SIGKILL) and run again, it resumes: a
 repetition already stored as complete is skipped; one that was cut off is run again from

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from collector.cell import LOGS, MODES
 from collector.paths import REPO
 from collector.scenario.wording import PathError, _key, _show
 from collector.stats import ratesearch
@@ -187,7 +188,7 @@ class Workload(Strict):
     threads: int = Field(2, ge=1, le=1000)
     duration: int | None = Field(None, gt=0, le=7 * 86400)
     transactions: int | None = Field(None, gt=0, le=1_000_000_000)
-    mode: Literal["tpcb", "select-only", "simple-update", "custom"] = "tpcb"
+    mode: Literal[MODES] = "tpcb"  # type: ignore[valid-type]
     script: str | None = None
     #: pgbench -R (transactions/s), 0: unthrottled; a list is an axis (one cell per value)
     rate: Annotated[
@@ -202,7 +203,7 @@ class Workload(Strict):
     #: pgbench -L in ms: transactions slower are counted late (and with -R skipped when
     #: already later than it at their turn)
     latency_limit: int | None = Field(None, ge=1, le=3_600_000)
-    log: Literal["full", "sampled", "aggregate", "none"] = "full"
+    log: Literal[LOGS] = "full"  # type: ignore[valid-type]
     init_options: list[Argument] = Field(default_factory=list, max_length=32)
     #: the rate search (docs/scenarios.md, "Searching the sustained rate")
     target: RateTarget | None = None

@@ -49,6 +49,7 @@ from collector.cli import main as cli
 from collector.errors import DrivelabError
 from collector.paths import REPO
 from collector.run import conductor as scenariorun
+from collector.scenario.schema import HOST_RULES
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yml"))
 INVENTORY_DIR = REPO / "tests" / "data" / "inventory"
@@ -66,7 +67,7 @@ SETTINGS = {
 SAFE_ID = re.compile(r"[A-Za-z0-9_.-]+")
 #: characters a shell, a Jinja template or SQL would read as more than text
 META = set(";&|$`<>(){}[]*?!~'\"\\#% \t\r\n\x00")
-FS_TYPES = {"ext4", "xfs", "btrfs"}
+FS_TYPES = set(HOST_RULES.FILESYSTEMS)
 MKFS_ARG = re.compile(r"[A-Za-z0-9_=,.:+^-]{1,200}")  # no '/': the host's allow-list
 
 

@@ -266,7 +266,7 @@ TOKENS = st.one_of(
 
 
 @settings(max_examples=3000, deadline=None, derandomize=True)
-@given(fs=st.sampled_from(["ext4", "xfs", "btrfs"]), options=st.lists(TOKENS, max_size=6))
+@given(fs=st.sampled_from(list(argv.FILESYSTEMS)), options=st.lists(TOKENS, max_size=6))
 def test_whatever_the_options_an_argv_names_only_gated_devices(fs, options):
     try:
         made = builder().mkfs(fs, "drivelab-x", options, GATED[:1])

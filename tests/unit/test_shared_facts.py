@@ -7,12 +7,15 @@ role it depends on in meta/main.yml)."""
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
 
 from collector import cell
+from collector.paths import REPO
+from collector.scenario import schema
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"
@@ -71,6 +74,13 @@ def test_the_pgbench_vocabulary_agrees():
     assert list(run_vars["__pgbench_run_log_options"]) == logs
     assert list(cell.MODES) == modes, "collector.cell.MODES"
     assert list(cell.LOGS) == logs, "collector.cell.LOGS"
+    workload = schema.Workload.model_fields
+    assert typing.get_args(workload["mode"].annotation) == cell.MODES, "the scenario schema"
+    assert typing.get_args(workload["log"].annotation) == cell.LOGS, "the scenario schema"
+    docs = (REPO / "docs" / "scenarios.md").read_text(encoding="utf-8").splitlines()
+    for key, words in (("workload.mode", modes), ("workload.log", logs)):
+        row = next(line for line in docs if line.startswith(f"| `{key}` |"))
+        assert re.findall(r"`([^`]+)`", row.split("|")[3]) == words, f"docs/scenarios.md {key}"
 
 
 # --- modules: each role sees the ones it calls ---------------------------------------
