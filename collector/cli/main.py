@@ -25,7 +25,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     # keep --help fast: the verbs are imported only when a command is parsed
-    from collector import (  # noqa: PLC0415
+    from collector.cli import (  # noqa: PLC0415
         checkcmd,
         gathercmd,
         labcmd,
