@@ -71,6 +71,7 @@ def inner(scenario_path: str, timings: str) -> int:
     from collector.cli import main as cli  # noqa: PLC0415
     from collector.run import conductor as scenariorun  # noqa: PLC0415
     from collector.run import stages as runner  # noqa: PLC0415
+    from collector.run import telemetrystage  # noqa: PLC0415
 
     out = open(timings, "a", encoding="utf-8")  # noqa: SIM115  (the process's lifetime)
     # for the playbooks only: the preflight's ad-hoc ping reads Ansible's JSON output
@@ -104,8 +105,8 @@ def inner(scenario_path: str, timings: str) -> int:
     for name in ("gather_run", "record"):
         fn = getattr(scenariorun, name)
         setattr(scenariorun, name, timed("controller", fn, lambda a, k, n=name: n))
-    run_tel = scenariorun.ScenarioRun.run_telemetry
-    scenariorun.ScenarioRun.run_telemetry = timed("controller", run_tel, lambda a, k: "telemetry")
+    run_tel = telemetrystage.Telemetry.after_run
+    telemetrystage.Telemetry.after_run = timed("controller", run_tel, lambda a, k: "telemetry")
     ping = scenariorun.preflight
     scenariorun.preflight = timed("controller", ping, lambda a, k: "preflight (ping)")
     return cli.main(["run", scenario_path])

@@ -23,14 +23,7 @@ run, the others are.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import tempfile
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -40,27 +33,23 @@ from rich.console import Console
 
 from collector.cell import OWN_CLUSTER, Cell
 from collector.errors import DrivelabError
-from collector.gather.folder import GatheredRun, gather_run
+from collector.gather.folder import gather_run
 from collector.hosts import hostcheck
 from collector.hosts import lease as lab_lease
-from collector.hosts.playbook import HOLDS_POSTGRESQL_DATA, LeaseLost, PlaybookFailed
-from collector.paths import REPO, ansible_bin
+from collector.hosts.playbook import LeaseLost
+from collector.run import drivestage
 from collector.run import stages as runner
+from collector.run.drivestage import Drives, ServerState
+from collector.run.preflight import preflight
 from collector.run.search import CellSearch
 from collector.run.storing import record
-from collector.runfolder import DATABASE_JSON, DB_DIR, PG_STAT, rep_dir
+from collector.run.telemetrystage import SetupFailed, Telemetry
+from collector.runfolder import DATABASE_JSON, DB_DIR, rep_dir
 from collector.scenario import PlannedCell, Scenario, drive_batch, estimate_seconds, pgsettings
-from collector.scenario.inventory import prometheus_url, ssh_settings
+from collector.scenario.inventory import ssh_settings
 from collector.scenario.plan import runs_at_most
-from collector.stats.tps import summarize
+from collector.stats.tps import ci_pct
 from collector.store import Store, Target, claim
-from collector.verdicts import physics, pretest
-from collector.verdicts.pretest import PRETEST_PREFIXES
-
-
-class SetupFailed(DrivelabError):
-    """The run's own set-up (telemetry) failed where a cell waited for it: the run
-    stops, as it did before any cell, not only that cell."""
 
 
 @dataclass(frozen=True)
@@ -103,53 +92,6 @@ class Progress:
         return f"[run {self.done}/{self.total}, {minutes}]"
 
 
-def preflight(inventory: Path, console: Console, hosts: dict[str, Any] | None = None) -> None:
-    """Every host answers over SSH before any drive is touched; else one line naming it.
-    ``hosts``: the parsed inventory; when its file gives every host a key and a
-    known_hosts file, they are asked over SSH directly, all at once (a command that does
-    nothing; 0.2-0.3 s where Ansible's ping took 1.3 s). Any other case, and any host
-    that does not answer so, is Ansible's to judge (its view of the inventory is the one
-    that counts): read from its JSON output (its ``json`` callback), never its words."""
-    if hosts is not None:
-        from collector.hosts import sshhosts  # noqa: PLC0415
-
-        settings = sshhosts.settings_of(hosts, sshhosts.all_hosts(hosts))
-        answers = sshhosts.on_all(settings or {}, lambda _host: "true")
-        if settings and all(a.rc == 0 for a in answers.values()):
-            console.print(f"preflight: {len(answers)} hosts answer over SSH")
-            return
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-    )
-    argv = [ansible_bin("ansible"), "all", "-i", str(inventory), "-m", "ansible.builtin.ping",
-            "-T", "10"]  # fmt: skip
-    proc = subprocess.run(
-        argv,
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    try:
-        # the JSON document alone: a callback enabled in the environment (profile_tasks,
-        # to time a run's steps) may print its own lines after it
-        doc, _ = json.JSONDecoder().raw_decode(proc.stdout, proc.stdout.index("{"))
-        results = doc["plays"][0]["tasks"][0]["hosts"]
-    except (ValueError, KeyError, IndexError):
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise DrivelabError(
-            f"preflight: ansible exited {proc.returncode}: nothing was touched ({last[:200]})"
-        ) from None
-    for host, res in sorted(results.items()):
-        if res.get("unreachable") or res.get("failed"):
-            why = " ".join(str(res.get("msg") or "no answer").split())
-            raise DrivelabError(
-                f"preflight: host {host} does not answer over SSH: nothing was touched"
-                f" ({why[:200]})"
-            )
-    console.print(f"preflight: {len(results)} hosts answer over SSH")
-
-
 class ScenarioRun:
     """One run of a validated, expanded scenario against one inventory."""
 
@@ -175,29 +117,10 @@ class ScenarioRun:
             estimate=sum(estimate_seconds(c) for c in cells),
         )
         self.info = {"description": scenario.description, "baseline": scenario.baseline}
-        self.prom_url: str | None = None
         self.lease: lab_lease.Lease | None = None
-        self._last_request: tuple | None = None
-        self._last_facts_dir: Path | None = None
-        #: the DB host's drive tools are installed (provisioning, or a drives stage of
-        #: this run, did it)
-        self._drive_tools = False
-        #: fio is installed on the DB host (provisioning, or a pre-tests stage, did it)
-        self._fio = False
-        #: the filesystems of every cell still to run, made and mounted together before
-        #: the first (:func:`~collector.scenario.drive_batch`; None: one cell at a time),
-        #: and the device facts that drives stage wrote ({file name: text})
-        self._batch: list[dict[str, Any]] | None = None
-        self._batch_facts: dict[str, str] | None = None
-        #: the major version a previous cell's server reported (its database.json)
-        self._pg_major: str | None = None
-        #: the cluster and settings the last database stage left running, while nothing
-        #: but complete runs came after it (None: unknown): the next cell with the same
-        #: ones need not have its cluster's settings checked and applied again
-        self._cluster: tuple | None = None
-        #: the telemetry playbook, running beside the first drives stage (None: not
-        #: asked for, or ready)
-        self._telemetry: Future | None = None
+        self.server = ServerState()
+        self.drives = Drives(options, self.db_host, console, self.server)
+        self.telemetry = Telemetry(options, inventory, self.db_host, console)
 
     # ------------------------------------------------------------------ the stages
 
@@ -257,11 +180,11 @@ class ScenarioRun:
         self.check_settings()
         self.console.print(f"provisioned in {time.monotonic() - self.progress.started:.0f} s")
         if opts.telemetry:
-            self.start_telemetry()
+            self.telemetry.start()
         try:
             return self._run_cells()
         finally:
-            self.telemetry_ready(failing=True)
+            self.telemetry.ready(failing=True)
 
     def _run_cells(self) -> Progress:
         with Store.open(self.opts.db) as store:  # the scenario, as asked, before any run of it
@@ -269,14 +192,14 @@ class ScenarioRun:
                 self.scenario.name, spec=self.scenario.model_dump(mode="json"),
                 baseline_drive=self.scenario.baseline, description=self.scenario.description,
             )  # fmt: skip
-        self._batch = drive_batch([p for p in self.cells if not self.stored(p)])
+        self.drives.batch = drive_batch([p for p in self.cells if not self.stored(p)])
         for planned in self.cells:
             if self.lease is not None:
                 self.lease.cell = planned.cell.cell_id
                 self.lease.renew()  # now, so status shows the cell (and a lost lease stops here)
                 self.lease.check()
             self.run_cell(planned)
-        self.telemetry_ready()
+        self.telemetry.ready()
         if self.lease is not None:
             self.lease.check()
         p = self.progress
@@ -286,57 +209,11 @@ class ScenarioRun:
             raise DrivelabError(f"scenario {self.scenario.name}: {p.not_run[0]}{more}")
         return p
 
-    def start_telemetry(self) -> None:
-        """The telemetry playbook, started in the background: it sets up node_exporter on
-        every host and Prometheus on the controller while the first drives stage makes
-        the filesystems (neither installs packages then: provisioning did, so no two
-        apt run on one host at once). :meth:`telemetry_ready` waits for it before the
-        first pre-test, database stage or run. With ``verbose`` (Ansible's output on the
-        terminal) it runs here and now, its output not mixed with another playbook's."""
-        opts = self.opts
-        live_target = f"{opts.metrics_addr}:{opts.metrics_port}" if opts.live else ""
-        setup = partial(runner.telemetry, live_target=live_target, inventory=opts.inventory,
-                        stream=opts.verbose, reuse=not opts.reprovision)  # fmt: skip
-        if opts.verbose:
-            self._telemetry_up(setup())
-            return
-        pool = ThreadPoolExecutor(1, thread_name_prefix="drivelab-telemetry")
-        self._telemetry = pool.submit(setup)
-        pool.shutdown(wait=False)
-
-    def telemetry_ready(self, *, failing: bool = False) -> None:
-        """Waits for the telemetry set-up started by :meth:`start_telemetry` (its error
-        raised here); ``failing``: the run is failing already, so its error, if any, is
-        not raised over the run's own (the playbook is still waited for: no
-        ansible-playbook outlives the run)."""
-        job, self._telemetry = self._telemetry, None
-        if job is None:
-            return
-        if failing:
-            with suppress(Exception):
-                job.result()
-            return
-        try:
-            ran = job.result()
-        except DrivelabError as err:
-            raise SetupFailed(str(err)) from err
-        self._telemetry_up(ran)
-
-    def _telemetry_up(self, ran: object) -> None:
-        """Says how telemetry was set up (``ran`` None: found answering, not run)."""
-        if ran is None:
-            # one line under 80 columns: rich wraps at 80 when not on a terminal
-            self.console.print(
-                "telemetry set-up skipped: Prometheus and every node_exporter answer"
-            )
-        self.prom_url = prometheus_url(self.inventory)
-        self.console.print(f"telemetry: Prometheus at {self.prom_url}")
-
     def provision(self) -> None:
         opts = self.opts
         # provisioning installs the DB host's drive tools and fio, or finds a host that
         # it did so with the same roles: the stages after it need not check (1.8 s each)
-        self._drive_tools = self._fio = True
+        self.drives.tools = self.drives.fio = True
         if opts.reprovision:
             runner.provision(inventory=opts.inventory, stream=opts.verbose)
             unchanged = False
@@ -353,7 +230,7 @@ class ScenarioRun:
             # provisioning has just left drivelab's own cluster running with the
             # inventory's settings: a first cell on it with none of its own leaves the
             # cluster's part out of its database stage, as a cell after a cell does
-            self._cluster = (OWN_CLUSTER, ())
+            self.server.cluster = (OWN_CLUSTER, ())
 
     def check_settings(self) -> None:
         """The scenario's PostgreSQL settings, checked by the DB host's installed server
@@ -459,7 +336,7 @@ class ScenarioRun:
             if self.opts.fail_fast:
                 raise
             return False
-        skip = write_cache_skip(cell.cell_dir() / DB_DIR)
+        skip = drivestage.write_cache_skip(cell.cell_dir() / DB_DIR)
         if planned.write_cache in ("on", "off") and skip:
             self.console.print(f"{head}: skipped: {skip}")
             return False
@@ -468,41 +345,13 @@ class ScenarioRun:
     def prepare(self, planned: PlannedCell) -> None:
         """The cell's drive (when its request changed), pre-tests and databases."""
         cell = planned.cell
-        facts_dir = cell.cell_dir() / DB_DIR
-        opts = self.opts
-        # the drives stage again when the filesystem request or the write cache changes
-        # (the same request leaves the filesystem as it is: no reformatting)
-        request = (planned.drive_request, planned.write_cache)
-        if request != self._last_request and self.batch_facts() is not None:
-            # made and mounted with every other cell's: this cell's device facts
-            facts_dir.mkdir(parents=True, exist_ok=True)
-            own = {f"{self.db_host}-{r['name']}.json" for r in planned.drive_request}
-            for name, text in (self._batch_facts or {}).items():
-                if name in own:
-                    (facts_dir / name).write_text(text, encoding="utf-8")
-            self._last_request = request
-            self._last_facts_dir = facts_dir
-        elif request != self._last_request:
-            self._last_request = None
-            drives = {"facts_dir": facts_dir, "write_cache": planned.write_cache,
-                      "inventory": opts.inventory, "stream": opts.verbose,
-                      "install_packages": not self._drive_tools}  # fmt: skip
-            self.make_drives(planned.drive_request, **drives)
-            self._drive_tools = True  # once per run: the packages stay installed
-            self._last_request = request
-            self._last_facts_dir = facts_dir
-        elif self._last_facts_dir is not None and self._last_facts_dir != facts_dir:
-            # same drives as the previous cell: its device facts hold for this one too
-            facts_dir.mkdir(parents=True, exist_ok=True)
-            for f in self._last_facts_dir.glob("*.json"):
-                if f.name != "database.json":
-                    shutil.copy2(f, facts_dir / f.name)
-        self.telemetry_ready()  # set up beside the drives stage; before anything measured
+        self.drives.for_cell(planned)
+        self.telemetry.ready()  # set up beside the drives stage; before anything measured
         if planned.pretests:
-            self.pretests(planned)
+            self.drives.pretests(planned)
         self.prepare_database(planned)
         # the server's own major version, for the next cell's database stage
-        self._pg_major = runner.pg_major(cell.cell_dir() / DB_DIR / DATABASE_JSON)
+        self.server.pg_major = runner.pg_major(cell.cell_dir() / DB_DIR / DATABASE_JSON)
 
     def prepare_database(self, planned: PlannedCell) -> None:
         """The cell's database stage. When the last one left the same cluster with the
@@ -511,10 +360,10 @@ class ScenarioRun:
         settings: about 1.5 s a cell); should that fail, the whole stage runs."""
         cell, opts = planned.cell, self.opts
         wanted = (cell.cluster, tuple(sorted(cell.pg_settings.items())))
-        current, self._cluster = wanted == self._cluster, None
+        current, self.server.cluster = wanted == self.server.cluster, None
         stage = {"inventory": opts.inventory, "stream": opts.verbose, "provisioned": True}
         try:
-            runner.prepare_database(cell, pg_major=self._pg_major, cluster_current=current,
+            runner.prepare_database(cell, pg_major=self.server.pg_major, cluster_current=current,
                                     **stage)  # fmt: skip
         except LeaseLost:
             raise
@@ -522,101 +371,8 @@ class ScenarioRun:
             if not current:
                 raise
             self._say(f"{cell.cell_id}: database stage again with its cluster's part ({err})")
-            runner.prepare_database(cell, pg_major=self._pg_major, **stage)
-        self._cluster = wanted
-
-    def make_drives(self, request: list[dict[str, Any]], **drives: Any) -> None:
-        """:func:`runner.prepare_drives`; refused because drivelab's own databases from an
-        earlier cell or run are on a filesystem to be made anew: they (and only they, on
-        the filesystems refused so) are released, then the gate lets it be reformatted."""
-        try:
-            runner.prepare_drives(request, **drives)
-        except PlaybookFailed as err:
-            # drive_format never stops PostgreSQL (it refuses a filesystem that holds
-            # its data, and a failure leaves the clusters as they were); a release does
-            self._cluster = None
-            if HOLDS_POSTGRESQL_DATA not in err.refusals:
-                raise
-            held = sorted(
-                {name for f in err.failures if f.get("refusal") == HOLDS_POSTGRESQL_DATA
-                 for name in f.get("filesystems") or ()}
-            ) or [r["name"] for r in request]  # fmt: skip
-            self.console.print(f"releasing drivelab's PostgreSQL data on {', '.join(held)}")
-            runner.release(held, inventory=self.opts.inventory, stream=self.opts.verbose,
-                           provisioned=True, pg_major=self._pg_major)  # fmt: skip
-            runner.prepare_drives(request, **drives)
-
-    def batch_facts(self) -> dict[str, str] | None:
-        """The device facts of the drives stage that made and mounted every cell's
-        filesystem at once, run the first time it is asked for; None when there is no
-        such stage, or it failed (each cell then has its own drives stage, as without
-        the batch)."""
-        if self._batch is None or self._batch_facts is not None:
-            return self._batch_facts
-        batch, self._batch = self._batch, None
-        names = ", ".join(r["name"] for r in batch)
-        opts = self.opts
-        with tempfile.TemporaryDirectory(prefix="drivelab-drives-") as tmp:
-            drives = {"facts_dir": Path(tmp), "inventory": opts.inventory, "stream": opts.verbose,
-                      "install_packages": not self._drive_tools}  # fmt: skip
-            try:
-                self.make_drives(batch, **drives)
-            except LeaseLost:
-                raise
-            except DrivelabError as err:
-                # a drive refused (the gate, or drive_format's own check before it
-                # writes) or one that failed: each cell gets its own drives stage
-                self.console.print(
-                    f"drives {names} together: not made ({err}); one cell at a time",
-                    highlight=False, soft_wrap=True,
-                )  # fmt: skip
-                return None
-            self._drive_tools = True
-            self._batch_facts = {
-                f.name: f.read_text(encoding="utf-8") for f in Path(tmp).glob("*.json")
-            }
-        self.console.print(
-            f"drives {names}: made and mounted together for every cell",
-            highlight=False, soft_wrap=True,
-        )  # fmt: skip
-        return self._batch_facts
-
-    def pretests(self, planned: PlannedCell) -> None:
-        """The drive's raw pre-tests, once per cell that carries them (just formatted):
-        skipped when the store has them from an earlier attempt, stored in one go."""
-        cell = planned.cell
-        with Store.open(self.opts.db) as store:
-            sid = store.add_scenario(cell.scenario)
-            if any(
-                s.labels.get("cell") == cell.cell_id
-                for p in PRETEST_PREFIXES
-                for s in store.samples(sid, metric_prefix=p)
-            ):
-                self.console.print(f"{cell.cell_id}: pre-tests stored earlier, skipped")
-                return
-        self._cluster = None
-        out = cell.cell_dir() / "pretests"
-        if out.exists():
-            shutil.rmtree(out)  # a cut-off attempt's outputs: run again from scratch
-        started = time.monotonic()
-        kinds = " and ".join(k for k in ("fio", "pg_test_fsync") if planned.pretests[k])
-        self.console.print(f"{cell.cell_id}: raw pre-tests ({kinds})")
-        runner.run_pretests(planned.drive_request, planned.pretests, out,
-                            inventory=self.opts.inventory, stream=self.opts.verbose,
-                            install_packages=not self._fio)  # fmt: skip
-        self._fio = True  # once per run: the package stays installed
-        samples = pretest.collect(out, {"cell": cell.cell_id, "filesystem": cell.filesystem})
-        flags = pretest.physics_facts(samples, cell.cell_dir() / DB_DIR)
-        with Store.open(self.opts.db) as store:
-            sid = store.add_scenario(cell.scenario)
-            store.add_samples(samples, scenario_id=sid)
-            store.add_facts(sid, {"physics": flags}, scope="pretest", host=self.db_host)
-        for f in (physics.Flag.from_fact(f) for f in flags if f["level"] == physics.WARNING):
-            self.console.print(f"  {f.kind} {f.drive}: {f.message}", highlight=False)
-        self.console.print(
-            f"{cell.cell_id}: pre-tests done in {time.monotonic() - started:.0f} s,"
-            f" {len(samples)} figures stored"
-        )
+            runner.prepare_database(cell, pg_major=self.server.pg_major, **stage)
+        self.server.cluster = wanted
 
     def record_stopped(self, cell: Cell, rep: int, attempt: int) -> None:
         """The repetition the runner was stopped in, stored failed with the reason
@@ -671,8 +427,8 @@ class ScenarioRun:
             # stored as failed with the reason (gather reads it in run.json): nothing more runs
             self.progress.problems += 1
             raise LeaseLost(f"{cell.cell_id} rep {rep}: failed, stopped: {self.lease.why}")
-        if self.prom_url:
-            self.run_telemetry(gathered, run_id)
+        if self.telemetry.prom_url:
+            self.telemetry.after_run(gathered, run_id)
         st = gathered.stats()
         complete = st.status.value == "complete" and bool(st.tps)
         if complete or last:
@@ -686,7 +442,7 @@ class ScenarioRun:
         if complete:
             tps.append(st.tps)
             return True
-        self._cluster = None  # the server may not be as the database stage left it
+        self.server.cluster = None  # the server may not be as the database stage left it
         self.progress.problems += 1
         if self.opts.fail_fast:
             raise DrivelabError(
@@ -723,91 +479,10 @@ class ScenarioRun:
             display=False if self.opts.verbose else None,
         )  # fmt: skip
 
-    def run_telemetry(self, gathered: GatheredRun, run_id: int) -> None:
-        """After a run: its per-second device and CPU figures from Prometheus, stored
-        with it, and the verdicts drawn from them (cache defeated or not, client-bound).
-        A problem here is one line: the run itself stands."""
-        from collector.verdicts import cachedefeat, telemetry  # noqa: PLC0415
-
-        run, cell = gathered.run, gathered.cell
-        hosts = list(run.facts.get("client_hosts") or [])
-        starts = [c.start for c in run.clients if c.start is not None]
-        ends = [c.end for c in run.clients if c.end is not None]
-        start = min(starts) if starts else run.started_at
-        end = max(ends) if ends else run.ended_at
-        try:
-            if start is None or end is None:
-                raise DrivelabError("the run has no start or end time")
-            dev = next(
-                (f.facts[cell.drive] for f in gathered.facts
-                 if f.scope == "device" and cell.drive in f.facts),
-                None,
-            )  # fmt: skip
-            if dev is None:
-                raise DrivelabError(f"no device facts for {cell.drive}")
-            devices = telemetry.devices_from_facts(dev)
-            samples = telemetry.run_telemetry(
-                self.prom_url or "", start - 1, end + 1, db_instance=self.db_host,
-                client_instances={h: h for h in hosts}, devices=devices, db_host=self.db_host,
-                instance_label="drivelab_host",
-            )  # fmt: skip
-            verdicts: dict[str, Any] = {
-                "telemetry_devices": devices,
-                "telemetry_missing": telemetry.missing(
-                    samples, db_host=self.db_host, clients=hosts, devices=devices
-                ),
-                "client_bound": telemetry.client_bound(samples),
-            }
-            pg_stat = read_pg_stat(gathered.run_dir)
-            cache = cachedefeat.from_run(pg_stat, run.facts, samples, devices)
-            if cache is not None:
-                verdicts["cache"] = cache
-            with Store.open(self.opts.db) as store:
-                sid = store.add_scenario(gathered.scenario)
-                pre = [s for p in PRETEST_PREFIXES for s in store.samples(sid, metric_prefix=p)]
-                verdicts["physics_iops"] = physics.telemetry_facts(
-                    cell, run, tps=gathered.stats().tps, samples=samples, devices=devices,
-                    pretest=pretest.for_cell(pre, cell), cache=cache,
-                )  # fmt: skip
-                store.add_samples(samples, run_id=run_id)
-                store.add_facts(sid, verdicts, scope="run", run_id=run_id)
-        except DrivelabError as err:
-            self.console.print(f"telemetry of {cell.drive} rep {run.repetition}: {err}")
-            return
-        if verdicts["client_bound"]:
-            self.console.print(
-                f"  {telemetry.CLIENT_BOUND_NOTE} ({', '.join(verdicts['client_bound'])})"
-            )
-        if cache is not None:
-            self.console.print(f"  {cache['verdict']}: {cache['reason']}", highlight=False)
-
-
-def read_pg_stat(run_dir: Path) -> dict[str, Any] | None:
-    """The client databases' counters before and after the run (pg_stat-*.json)."""
-    out = {}
-    for when in ("before", "after"):
-        path = run_dir / PG_STAT.format(when)
-        if not path.exists():
-            return None
-        out[when] = json.loads(path.read_text(encoding="utf-8"))["databases"]
-    return out
-
 
 def enough(tps: list[float], policy) -> bool:
     pct = ci_pct(tps)
     return pct is not None and pct <= policy.target_ci_pct
-
-
-def write_cache_skip(facts_dir: Path) -> str | None:
-    for path in sorted(facts_dir.glob("*.json")) if facts_dir.is_dir() else []:
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            continue
-        for wc in doc.get("write_cache", []) if isinstance(doc, dict) else []:
-            if wc.get("skip_cells"):
-                return wc.get("msg") or "write cache cannot be changed on this drive"
-    return None
 
 
 def stored_tps(cell: runner.Cell) -> dict[int, float]:
@@ -820,10 +495,3 @@ def stored_tps(cell: runner.Cell) -> dict[int, float]:
         if st.status.value == "complete" and st.tps:
             out[st.repetition] = st.tps
     return out
-
-
-def ci_pct(values: list[float]) -> float | None:
-    s = summarize(values)
-    if s is None or s.ci_low is None or not s.mean:
-        return None
-    return (s.mean - s.ci_low) / s.mean * 100

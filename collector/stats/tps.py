@@ -104,6 +104,15 @@ def summarize(values: Iterable[float], confidence: float = CONFIDENCE) -> Summar
     return Summary(n, mean, sd, mean - half, mean + half, cv, confidence)
 
 
+def ci_pct(values: Iterable[float]) -> float | None:
+    """The 95% confidence interval's half width as a percentage of the mean (None: fewer
+    than two values, or a mean of 0): what adaptive stopping compares with its target."""
+    s = summarize(values)
+    if s is None or s.ci_low is None or not s.mean:
+        return None
+    return (s.mean - s.ci_low) / s.mean * 100
+
+
 @dataclass(frozen=True)
 class Ratio:
     """contender mean / baseline mean, with its confidence interval (``None`` when

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from collector.errors import DrivelabError
-from collector.run.conductor import preflight
+from collector.run.preflight import preflight
 
 
 def inventory(tmp_path, hosts: dict[str, dict]) -> str:

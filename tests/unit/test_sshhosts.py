@@ -17,7 +17,7 @@ from rich.console import Console
 
 from collector.errors import DrivelabError
 from collector.hosts import sshhosts
-from collector.run import conductor as scenariorun
+from collector.run import preflight as preflight_stage
 from tests.unit.sshd import Sshd, free_port
 
 pytestmark = pytest.mark.sshd
@@ -48,9 +48,9 @@ def no_ansible(*args, **kwargs):
 def test_every_host_answering_passes_without_ansible(sshd, tmp_path, monkeypatch):
     path, doc = inventory(tmp_path, {"db1": host(sshd)}, {"c1": host(sshd), "c2": host(sshd)})
     assert sshhosts.all_hosts(doc) == ["db1", "c1", "c2"]
-    monkeypatch.setattr(scenariorun.subprocess, "run", no_ansible)
+    monkeypatch.setattr(preflight_stage.subprocess, "run", no_ansible)
     out = io.StringIO()
-    scenariorun.preflight(path, Console(file=out, width=200), doc)
+    preflight_stage.preflight(path, Console(file=out, width=200), doc)
     assert "preflight: 3 hosts answer over SSH" in out.getvalue()
 
 
@@ -62,10 +62,10 @@ def test_a_host_not_answering_is_left_to_ansible_which_names_it(sshd, tmp_path, 
     ran = []
     real = subprocess.run
     monkeypatch.setattr(
-        scenariorun.subprocess, "run", lambda *a, **k: ran.append(a) or real(*a, **k)
+        preflight_stage.subprocess, "run", lambda *a, **k: ran.append(a) or real(*a, **k)
     )
     with pytest.raises(DrivelabError, match=r"preflight: host gone does not answer over SSH"):
-        scenariorun.preflight(path, Console(file=io.StringIO()), doc)
+        preflight_stage.preflight(path, Console(file=io.StringIO()), doc)
     assert len(ran) == 1 and "ansible.builtin.ping" in ran[0][0]
 
 
