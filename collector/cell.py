@@ -10,7 +10,7 @@ runner hands them to the playbooks, and :attr:`Cell.spec` gives the cell's ident
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,12 @@ LOGS = ("full", "sampled", "aggregate", "none")
 #: drivelab's own cluster on the system disk: provisioning makes it, a tablespace
 #: placement's databases live in it (role postgresql_server's postgresql_server_cluster)
 OWN_CLUSTER = "drivelab"
+
+
+def total_rate(per_host: int | None, hosts: int) -> int | None:
+    """The transactions/s asked of ``hosts`` client hosts each running ``-R per_host``
+    (None without ``-R``): :meth:`PgbenchOptions.at_rate` the other way."""
+    return per_host * max(hosts, 1) if per_host else None
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,18 @@ class PgbenchOptions:
     sampling_rate: float | None = None
     aggregate_interval: int | None = None
     progress: int = 1
+
+    def at_rate(self, value: int, per: str, hosts: int) -> PgbenchOptions:
+        """These options at one value of ``workload.rate``: ``per`` ``host``, the value is
+        each client host's pgbench ``-R``; ``total``, it is split over ``hosts`` (the
+        schema made sure a scenario's totals split evenly; a rate search's steps are whole
+        multiples of the hosts). The one place a total becomes a per-host rate."""
+        rate = value // hosts if per == "total" and hosts else value
+        return replace(self, rate=rate, rate_per=per)
+
+    def rate_total(self, hosts: int) -> int | None:
+        """The transactions/s asked of all ``hosts`` together (None without ``-R``)."""
+        return total_rate(self.rate, hosts)
 
     def extra_vars(self) -> dict[str, Any]:
         """The pgbench_run role's variables."""

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
-from collector.cell import Cell
+from collector.cell import Cell, total_rate
 from collector.errors import DrivelabError
 from collector.runfolder import DB_DIR
 from collector.scenario import PlannedCell
@@ -44,8 +44,7 @@ def step_cell(cell: Cell, total: int) -> Cell:
     """The cell of one step of a rate search: ``cell`` at ``total`` transactions/s over
     its client hosts, each running ``-R total/hosts`` (its own cell, named ``-r<per host>``,
     as a ``rate_per: total`` sweep names it)."""
-    hosts = len(cell.hosts) or 1
-    return replace(cell, pgbench=replace(cell.pgbench, rate=total // hosts, rate_per="total"))
+    return replace(cell, pgbench=cell.pgbench.at_rate(total, "total", len(cell.hosts) or 1))
 
 
 class CellSearch:
@@ -87,7 +86,7 @@ class CellSearch:
                 per_host = spec.params.get("rate")
                 if not isinstance(per_host, int) or per_host <= 0:
                     continue
-                total = per_host * self.hosts
+                total = total_rate(per_host, self.hosts)
                 if step_cell(self.cell, total).spec.key != spec.key:
                     continue
                 # repetition 0: the step; 1: the step run again (its break confirmed, or the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from collector.cell import Cell, PgbenchOptions
@@ -116,12 +116,6 @@ def search_spec(w: Workload, hosts: int) -> SearchSpec | None:
                       within_pct=t.within_pct, quantum=max(hosts, 1))  # fmt: skip
 
 
-def rate_per_host(w: Workload, rate: int, hosts: int) -> int:
-    """pgbench's ``-R`` on each client host for one value of ``workload.rate`` (the
-    schema made sure a total splits evenly)."""
-    return rate // hosts if w.rate_per == "total" and hosts else rate
-
-
 def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
     """The matrix in run order: drive (drives, then RAID sets, as listed), filesystem,
     placement, scale, hosts, write cache, PostgreSQL set, rate; so each filesystem is made
@@ -151,7 +145,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
                             for set_name, pg_settings, rate in (
                                 (n, st, r) for n, st in variants for r in s.workload.rate
                             ):
-                                load = replace(pgbench, rate=rate_per_host(s.workload, rate, count))
+                                load = pgbench.at_rate(rate, s.workload.rate_per, count)
                                 cell = Cell(
                                     scenario=s.name,
                                     drive=name,

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
+from collector.cell import total_rate
 from collector.parse.txlog import (
     latency_points,
     merge_latency_series,
@@ -162,7 +163,7 @@ def window_summary(g: Gathered) -> dict[str, Any] | None:
         return None
     rate, rate_per, limit = _rate(g)
     hosts = len(g.run.clients)
-    total = rate * hosts if rate else None
+    total = total_rate(rate, hosts)
     out = summarize_span(merged, *span, rate=total)
     out |= {
         "rate_per_host": rate,

@@ -279,6 +279,17 @@ def test_a_total_rate_is_split_over_the_cells_client_hosts(tmp_path):
     assert cells[1].cell.pgbench.for_run_json()["rate_per"] == "total"
 
 
+def test_a_rate_search_step_is_the_sweeps_cell_at_the_same_total(tmp_path):
+    from collector.run.search import step_cell  # noqa: PLC0415
+
+    swept = _cells(_scenario(tmp_path, rate=[100, 300], rate_per="total"))[1].cell
+    base = _cells(_scenario(tmp_path))[0].cell
+    step = step_cell(base, 300)
+    assert step.spec.key == swept.spec.key  # one identity: a step's runs are the sweep's
+    assert step.pgbench.extra_vars()["pgbench_run_rate"] == 150
+    assert step.pgbench.rate_total(len(step.hosts)) == 300
+
+
 @pytest.mark.parametrize(
     ("workload", "line"),
     [
