@@ -54,6 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _labrun import REPO, drivelab
 from _report import machine_note, update_section
 
+from collector.paths import host_default
+
 PAIRS = 4
 CLIENT = "client1"
 PG_DRIVE = "nvme"
@@ -64,7 +66,7 @@ WARMUP = 5
 FIO_RUNTIME, FIO_RAMP = 5, 1  # drive_pretest_runtime, drive_pretest_ramp
 FIO_JOB = "rand-read-4k-qd1"
 PG_PORT = 5440  # pgbench_client_db_port
-CLIENT_DIR = Path("/var/lib/drivelab-client")  # pgbench_client_dir
+CLIENT_DIR = Path(host_default("drivelab_client_dir"))
 HAND_FILE = "bench-fidelity.fio"
 
 

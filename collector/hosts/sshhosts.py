@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from collector.paths import host_default
+
 __all__ = ["Answer", "all_hosts", "connect", "on_all", "read_stamps", "settings_of"]
 
 
@@ -101,7 +103,7 @@ def on_all(
 #: where provision.yml keeps each host's stamp and the boot it was written in (its plays
 #: "Provisioned already" and, the last tasks of each host, "PostgreSQL server, pgbench
 #: clients, and their stamps"; mode 0644, so no privilege is needed to read it)
-STAMP_DIR = "/var/lib/drivelab/provisioned"
+STAMP_DIR = host_default("drivelab_stamp_dir")
 
 #: read_stamps' exit status for "no stamp on this host" (cat's own is 1 for any error)
 _NO_STAMP = 3

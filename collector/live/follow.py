@@ -23,6 +23,7 @@ from collector.hosts.trust import KnownHostsPolicy
 from collector.live.state import LiveState
 from collector.parse import ParseError
 from collector.parse.pgbench import parse_rc
+from collector.paths import host_default
 
 __all__ = [
     "DEFAULT_CLIENT_DIR",
@@ -33,8 +34,8 @@ __all__ = [
     "remote_run_dir",
 ]
 
-#: where each client's folders are (role drivelab: drivelab_client_dir)
-DEFAULT_CLIENT_DIR = "/var/lib/drivelab-client"
+#: where each client's folders are (role drivelab's drivelab_client_dir)
+DEFAULT_CLIENT_DIR = host_default("drivelab_client_dir")
 #: the remote follower's output lines that are not pgbench's own
 MARKER = "@@drivelab-live "
 

@@ -32,8 +32,7 @@ from typing import Any
 from collector.cell import Cell, PgbenchOptions
 from collector.errors import DrivelabError, Stopped
 from collector.hosts.playbook import PlaybookResult, run_playbook
-from collector.paths import LOCAL_INVENTORY, REPO
-from collector.run.storing import record_run_dir
+from collector.paths import LOCAL_INVENTORY, REPO, host_default
 from collector.runfolder import (
     CLIENT_FILES,
     DATABASE_JSON,
@@ -50,14 +49,13 @@ from collector.scenario.inventory import (
     load_inventory,
     prometheus_url,
 )
-from collector.store import Store
 from collector.verdicts.telemetry import Prometheus, hosts_not_up
 
 __all__ = ["Cell", "PgbenchOptions"]  # the data of a cell, used with these stages
 
 SECRETS_DIR = Path.home() / ".local/share/drivelab/secrets"  # role drivelab: drivelab_secrets_dir
 #: role prometheus_server's prometheus_server_dir, and the telemetry playbook's stamp in it
-PROMETHEUS_DIR = "/var/lib/drivelab/prometheus"
+PROMETHEUS_DIR = host_default("prometheus_server_dir", role="prometheus_server")
 TELEMETRY_STAMP = "drivelab-telemetry.json"
 
 
@@ -487,9 +485,3 @@ def run_meta(
         started_at=time.time(),
         controller=socket.gethostname(),
     )
-
-
-def gather(run_dir: Path, db_path: Path | None = None) -> int:
-    """Parses and stores one run folder; returns the run id."""
-    with Store.open(db_path) as store:
-        return record_run_dir(store, run_dir)

@@ -76,9 +76,12 @@ def measure(
     pg["logs"].append(runner.prepare_database(cell).log)
     run_dir = runner.run_pgbench(cell, 0, client_hosts=["client1", "client2"], db_host="dbhost")
     from collector.gather.folder import gather_run  # noqa: PLC0415
+    from collector.run.storing import record  # noqa: PLC0415
+    from collector.store import Store  # noqa: PLC0415
 
-    pg["last_run_id"] = runner.gather(run_dir)
     gathered = gather_run(run_dir)
+    with Store.open(None) as store:  # the conductor's way: gathered, then stored
+        pg["last_run_id"] = record(store, gathered)
     pg.setdefault("runs", {})[drive, placement, tuple(hosts)] = (pg["last_run_id"], gathered)
     pg.setdefault("run_dirs", {})[drive, placement, tuple(hosts)] = run_dir
     return run_dir, gathered

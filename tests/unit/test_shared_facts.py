@@ -6,6 +6,7 @@ role it depends on in meta/main.yml)."""
 
 from __future__ import annotations
 
+import ast
 import re
 import typing
 from pathlib import Path
@@ -59,6 +60,41 @@ def test_no_copy_of_a_shared_fact(path):
         lit: home for lit, home in SHARED.items() if re.search(rf"(?<![\w-]){re.escape(lit)}", text)
     }
     assert not copies, f"{path.relative_to(ROOT)} spells shared facts again; use {copies}"
+
+
+def _code_strings(path: Path):
+    """The string literals of a module's code (docstrings aside: they may show a path)."""
+    tree = ast.parse(path.read_text())
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            yield node.lineno, node.value
+
+
+def test_the_controller_reads_the_hosts_folders_from_their_home():
+    """The controller's copies of the hosts' folders (the stamp folder, the clients' run
+    folders, Prometheus's) are read from the roles' defaults (collector.paths.host_default),
+    as the host side reads them, never spelled again in collector/."""
+    prometheus = yaml.safe_load((ROLES / "prometheus_server/defaults/main.yml").read_text())
+    folders = {
+        v for d in (DEFAULTS, prometheus) for v in d.values()
+        if isinstance(v, str) and v.startswith("/") and "{{" not in v
+    }  # fmt: skip
+    assert {"/var/lib/drivelab/provisioned", "/var/lib/drivelab-client"} <= folders
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {value!r}"
+        for path in sorted((ROOT / "collector").rglob("*.py"))
+        for line, value in _code_strings(path)
+        if any(value == f or value.startswith(f + "/") for f in folders)
+    ]
+    assert not found, "spelled again, read collector.paths.host_default: " + "; ".join(found)
 
 
 def test_the_pgbench_vocabulary_agrees():
