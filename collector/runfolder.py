@@ -28,13 +28,17 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
+import socket
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from collector.cell import LOGS as LOG_MODES
+from collector.cell import Cell
 from collector.errors import DrivelabError
 from collector.records import WRITE_CACHE_STATES, CellSpec
 
@@ -354,3 +358,39 @@ def find_run_dirs(paths: Sequence[Path | str]) -> list[Path]:
         below = sorted(f.parent for f in p.rglob(RUN_JSON))
         out += below or [p]
     return out
+
+
+def pg_major(database_json: Path) -> str | None:
+    """The PostgreSQL major version ("15"; "9.6" before 10) of the server whose
+    ``database.json`` this is (its ``postgresql.version``, as the server reports it),
+    or None when the file or the figure is missing or unreadable."""
+    try:
+        version = json.loads(database_json.read_text(encoding="utf-8"))["postgresql"]["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    m = re.match(r"(\d+)(?:\.(\d+))?", version) if isinstance(version, str) else None
+    if not m:
+        return None
+    return m[1] if int(m[1]) >= 10 or m[2] is None else f"{m[1]}.{m[2]}"
+
+
+def run_meta(
+    cell: Cell,
+    repetition: int,
+    hosts: list[str],
+    db_host: str,
+    scenario_info: Mapping[str, Any] | None = None,
+) -> RunMeta:
+    """run.json of one repetition of ``cell`` on ``hosts``, as written when it starts."""
+    return RunMeta(
+        scenario=cell.scenario,
+        scenario_info=dict(scenario_info or {}),
+        cell_id=cell.cell_id,
+        cell=replace(cell, hosts=tuple(hosts)).spec,
+        repetition=repetition,
+        db_host=db_host,
+        client_hosts=tuple(hosts),
+        pgbench=cell.pgbench.for_run_json(),
+        started_at=time.time(),
+        controller=socket.gethostname(),
+    )

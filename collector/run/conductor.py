@@ -44,7 +44,7 @@ from collector.run.preflight import preflight
 from collector.run.search import CellSearch
 from collector.run.storing import record
 from collector.run.telemetrystage import SetupFailed, Telemetry
-from collector.runfolder import DATABASE_JSON, DB_DIR, rep_dir
+from collector.runfolder import DATABASE_JSON, DB_DIR, pg_major, rep_dir
 from collector.scenario import PlannedCell, Scenario, drive_batch, estimate_seconds, pgsettings
 from collector.scenario.inventory import ssh_settings
 from collector.scenario.plan import runs_at_most
@@ -351,7 +351,7 @@ class ScenarioRun:
             self.drives.pretests(planned)
         self.prepare_database(planned)
         # the server's own major version, for the next cell's database stage
-        self.server.pg_major = runner.pg_major(cell.cell_dir() / DB_DIR / DATABASE_JSON)
+        self.server.pg_major = pg_major(cell.cell_dir() / DB_DIR / DATABASE_JSON)
 
     def prepare_database(self, planned: PlannedCell) -> None:
         """The cell's database stage. When the last one left the same cluster with the

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -39,7 +37,9 @@ from collector.runfolder import (
     DB_DIR,
     RunMeta,
     load_json,
+    pg_major,
     rep_dir,
+    run_meta,
     write_json,
 )
 from collector.scenario.inventory import (
@@ -378,15 +378,8 @@ def run_pgbench(
     ``cold_start``: checkpoint, restart, drop the caches first; without it, ``settle``:
     the vacuums, a CHECKPOINT and a sync first, the server and its caches kept (a rate
     search's warm steps: nothing the run before left to write out)."""
-    run_dir = rep_dir(cell.cell_dir(root), repetition, attempt)
-    if run_dir.exists():
-        shutil.rmtree(run_dir)  # an earlier, unfinished attempt at this repetition
-    run_dir.mkdir(parents=True)
     hosts = list(cell.hosts) or client_hosts
-    # what the database stage recorded for this cell goes with every repetition
-    cell_db = cell.cell_dir(root) / DB_DIR
-    if cell_db.is_dir():
-        shutil.copytree(cell_db, run_dir / DB_DIR)
+    run_dir = _new_run_folder(cell, repetition, attempt, root)
     meta = replace(
         run_meta(cell, repetition, hosts, db_host, scenario_info),
         attempt=attempt,
@@ -394,20 +387,9 @@ def run_pgbench(
         settled=settle and not cold_start,
     )
     meta.write(run_dir)
-    extra = {
-        **cell.pgbench.extra_vars(),
-        "pgbench_run_dir": str(run_dir),
-        "pgbench_run_cluster": cell.cluster,
-        "pgbench_run_cold_start": cold_start,
-        "pgbench_run_settle": settle and not cold_start,
-        "pgbench_run_synchronized": synchronized,
-        "pgbench_run_hosts": hosts,
-    }
-    major = pg_major(run_dir / DB_DIR / DATABASE_JSON)
-    if major:
-        # the server's own, as the database stage read it: the DB host need not work it
-        # out again before every repetition (three tasks, about 1 s of each)
-        extra["drivelab_pg_major"] = major
+    extra = _pgbench_vars(
+        cell, run_dir, hosts, cold_start=cold_start, settle=settle, synchronized=synchronized
+    )
     try:
         with live(run_dir, hosts) if live is not None else nullcontext():
             result = run_playbook(
@@ -426,62 +408,68 @@ def run_pgbench(
                    "msg": f"drivelab run {why} during the repetition: cut off"}  # fmt: skip
         replace(meta, ended_at=time.time(), ansible_failures=(stopped,)).write(run_dir)
         raise
-    failures = list(result.failures)
-    if result.returncode != 0 and not failures:
-        failures = [
-            {
-                "host": "?",
-                "task": "pgbench.yml",
-                "msg": f"ansible-playbook exited {result.returncode}",
-            }
-        ]
+    _ended(meta, run_dir, result).write(run_dir)
+    return run_dir
+
+
+def _new_run_folder(cell: Cell, repetition: int, attempt: int, root: Path | None) -> Path:
+    """A repetition's run folder, empty but for what the database stage recorded for
+    its cell (which goes with every repetition)."""
+    run_dir = rep_dir(cell.cell_dir(root), repetition, attempt)
+    if run_dir.exists():
+        shutil.rmtree(run_dir)  # an earlier, unfinished attempt at this repetition
+    run_dir.mkdir(parents=True)
+    cell_db = cell.cell_dir(root) / DB_DIR
+    if cell_db.is_dir():
+        shutil.copytree(cell_db, run_dir / DB_DIR)
+    return run_dir
+
+
+def _pgbench_vars(
+    cell: Cell,
+    run_dir: Path,
+    hosts: list[str],
+    *,
+    cold_start: bool,
+    settle: bool,
+    synchronized: bool,
+) -> dict[str, Any]:
+    """pgbench.yml's variables for one repetition of ``cell`` into ``run_dir``."""
+    extra = {
+        **cell.pgbench.extra_vars(),
+        "pgbench_run_dir": str(run_dir),
+        "pgbench_run_cluster": cell.cluster,
+        "pgbench_run_cold_start": cold_start,
+        "pgbench_run_settle": settle and not cold_start,
+        "pgbench_run_synchronized": synchronized,
+        "pgbench_run_hosts": hosts,
+    }
+    major = pg_major(run_dir / DB_DIR / DATABASE_JSON)
+    if major:
+        # the server's own, as the database stage read it: the DB host need not work it
+        # out again before every repetition
+        extra["drivelab_pg_major"] = major
+    return extra
+
+
+def _ended(meta: RunMeta, run_dir: Path, result: PlaybookResult) -> RunMeta:
+    """run.json once the playbook has ended: the start instant the clients were given
+    (their command files), the end, and the playbook's failures (its exit status, when
+    it named none)."""
     starts = []
-    for host in hosts:
+    for host in meta.client_hosts:
         command = run_dir / host / CLIENT_FILES["command"]
         if command.exists():
             starts.append(json.loads(command.read_text(encoding="utf-8")).get("start_at"))
-    replace(
+    failures = list(result.failures)
+    if result.returncode != 0 and not failures:
+        failures = [{"host": "?", "task": "pgbench.yml",
+                     "msg": f"ansible-playbook exited {result.returncode}"}]  # fmt: skip
+    return replace(
         meta,
         start_at=next((s for s in starts if s), None),
         ended_at=time.time(),
         ansible_failures=tuple(
             {k: f.get(k, "") for k in ("kind", "host", "task", "msg")} for f in failures
         ),
-    ).write(run_dir)
-    return run_dir
-
-
-def pg_major(database_json: Path) -> str | None:
-    """The PostgreSQL major version ("15"; "9.6" before 10) of the server whose
-    ``database.json`` this is (its ``postgresql.version``, as the server reports it),
-    or None when the file or the figure is missing or unreadable."""
-    try:
-        version = json.loads(database_json.read_text(encoding="utf-8"))["postgresql"]["version"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    m = re.match(r"(\d+)(?:\.(\d+))?", version) if isinstance(version, str) else None
-    if not m:
-        return None
-    return m[1] if int(m[1]) >= 10 or m[2] is None else f"{m[1]}.{m[2]}"
-
-
-def run_meta(
-    cell: Cell,
-    repetition: int,
-    hosts: list[str],
-    db_host: str,
-    scenario_info: Mapping[str, Any] | None = None,
-) -> RunMeta:
-    """run.json of one repetition of ``cell`` on ``hosts``, as written when it starts."""
-    return RunMeta(
-        scenario=cell.scenario,
-        scenario_info=dict(scenario_info or {}),
-        cell_id=cell.cell_id,
-        cell=replace(cell, hosts=tuple(hosts)).spec,
-        repetition=repetition,
-        db_host=db_host,
-        client_hosts=tuple(hosts),
-        pgbench=cell.pgbench.for_run_json(),
-        started_at=time.time(),
-        controller=socket.gethostname(),
     )

@@ -19,9 +19,8 @@ from collector.errors import DrivelabError
 from collector.records import RunStatus
 from collector.report import html, load, terminal
 from collector.run import conductor as scenariorun
-from collector.run import stages as runner
 from collector.run.storing import record_run_dir
-from collector.runfolder import RunMeta
+from collector.runfolder import RunMeta, run_meta
 from collector.store import Store
 from tests.unit.test_gather import make_run, two
 
@@ -54,7 +53,7 @@ def _store_run(tmp_path: Path, store: Store, planned: sc.PlannedCell, rep: int) 
     scen = _scenario(tmp_path)
     run_dir = make_run(tmp_path / f"{planned.cell_id}-{rep}", two(), rep=rep)
     info = {"description": scen.description, "baseline": scen.baseline}
-    meta = runner.run_meta(planned.cell, rep, list(planned.cell.hosts), "dbhost", info)
+    meta = run_meta(planned.cell, rep, list(planned.cell.hosts), "dbhost", info)
     assert meta.client_hosts == ("client1", "client2")  # make_run's client folders
     meta.write(run_dir)
     record_run_dir(store, run_dir)
@@ -190,7 +189,7 @@ def _store_set_run(tmp_path: Path, store: Store, planned: sc.PlannedCell) -> Pat
     }
     run_dir = make_run(tmp_path / planned.cell_id, two(), database=database)
     info = {"description": scen.description, "baseline": scen.baseline}
-    runner.run_meta(planned.cell, 0, list(planned.cell.hosts), "dbhost", info).write(run_dir)
+    run_meta(planned.cell, 0, list(planned.cell.hosts), "dbhost", info).write(run_dir)
     record_run_dir(store, run_dir)
     return run_dir
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from collector.run import stages as runner
+from collector import runfolder
 
 
 def database_json(tmp_path, postgresql):
@@ -27,15 +27,15 @@ def database_json(tmp_path, postgresql):
     ],
 )
 def test_the_major_version_of_the_servers_own_string(tmp_path, version, major):
-    assert runner.pg_major(database_json(tmp_path, {"version": version})) == major
+    assert runfolder.pg_major(database_json(tmp_path, {"version": version})) == major
 
 
 @pytest.mark.parametrize("postgresql", [{}, {"version": None}, {"version": "devel"}, []])
 def test_without_a_version_the_playbook_works_it_out_itself(tmp_path, postgresql):
-    assert runner.pg_major(database_json(tmp_path, postgresql)) is None
+    assert runfolder.pg_major(database_json(tmp_path, postgresql)) is None
 
 
 def test_a_missing_or_broken_file_is_none(tmp_path):
-    assert runner.pg_major(tmp_path / "database.json") is None
+    assert runfolder.pg_major(tmp_path / "database.json") is None
     (tmp_path / "database.json").write_text("{")
-    assert runner.pg_major(tmp_path / "database.json") is None
+    assert runfolder.pg_major(tmp_path / "database.json") is None
