@@ -1,6 +1,7 @@
 """Gathering: a run folder in, records out, nothing stored.
 
 - :mod:`collector.gather.folder`: the run folder read into a :class:`GatheredRun`.
+- :mod:`collector.gather.client`: one client host's folder read into its result.
 - :mod:`collector.gather.startsync`: start skew and connection spread from the clients'
   own records.
 - :mod:`collector.gather.serverstats`: the server's statistics and checkpoints.

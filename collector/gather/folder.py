@@ -6,8 +6,10 @@ layout and ``run.json`` are :mod:`collector.runfolder`'s.
 :func:`gather_run` reads such a folder with the parsers and the statistics into a
 :class:`GatheredRun` (scenario, cell, :class:`~collector.records.RunRecord`, device
 facts) and stores nothing: :func:`collector.run.storing.record` stores it, replacing an
-earlier gathering of the same repetition. A folder that is not a run folder (no
-``run.json``, not JSON, a key missing or of the wrong type) is a one-line
+earlier gathering of the same repetition. This module reads the run's own files (the
+DB host's ``db/`` facts, the buffer counters) and puts the record together; each
+client host's folder is :mod:`collector.gather.client`'s. A folder that is not a run
+folder (no ``run.json``, not JSON, a key missing or of the wrong type) is a one-line
 :class:`DrivelabError` naming the file. A client that left no output, no exit code or
 no report is a failed client with its reason, not an error: the run is stored as
 partial or failed.
@@ -15,31 +17,17 @@ partial or failed.
 
 from __future__ import annotations
 
-import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from collector.errors import DrivelabError
 from collector.gather import serverstats, startsync
-from collector.parse import ParseError, pgbench
-from collector.records import (
-    AggInterval,
-    CellSpec,
-    ClientResult,
-    LatencySeries,
-    PgbenchReport,
-    RawOutput,
-    RunRecord,
-    RunStatus,
-    Sample,
-    SeriesPoint,
-    TxLogSummary,
-)
+from collector.gather.client import GatheredClient, gather_client, one_line
+from collector.records import CellSpec, ClientResult, RawOutput, RunRecord, RunStatus, Sample
+from collector.records.txlog import LatencySeries
 from collector.runfolder import (
-    CLIENT_FILES,
     DATABASE_JSON,
     DB_DIR,
     NUMBER,
@@ -53,8 +41,6 @@ from collector.runfolder import (
 from collector.stats import latency
 from collector.stats import tps as stats
 from collector.verdicts import environment, physics
-
-_LOG_NAME = re.compile(r"^pgbench_log\.(\d+)(?:\.(\d+))?$")
 
 
 @dataclass(frozen=True)
@@ -95,17 +81,6 @@ class GatheredRun:
             reason=self.run.reason,
             repetition=self.run.repetition,
         )
-
-
-@dataclass(frozen=True)
-class _Client:
-    result: ClientResult
-    series: tuple[SeriesPoint, ...] = ()
-    raw: tuple[RawOutput, ...] = ()
-    command: Mapping[str, Any] = field(default_factory=dict)
-    start_source: str | None = None
-    note: str | None = None
-    latency: LatencySeries | None = None
 
 
 # --------------------------------------------------------------------------- database facts
@@ -230,224 +205,6 @@ def read_device_facts(db_dir: Path, db_host: str | None) -> list[ScopedFacts]:
     return out
 
 
-# --------------------------------------------------------------------------- one client
-
-
-def _one_line(text: str, width: int = 300) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= width else flat[: width - 3] + "..."
-
-
-def _ansible_failure(meta: RunMeta, host: str) -> str | None:
-    for f in meta.ansible_failures:
-        if f.get("host") == host:
-            task = f.get("task")
-            msg = _one_line(f.get("msg") or "failed")
-            if f.get("kind") == "unreachable":
-                # Ansible's text leads with its own words; ssh's last line says why
-                why = (
-                    msg[msg.rfind("ssh: ") :]
-                    if "ssh: " in msg
-                    else msg.removeprefix("Task failed: ")
-                )
-                during = f" during {task!r}" if task else ""
-                return f"unreachable over SSH{during} ({why})"
-            return f"ansible task {task!r} failed: {msg}" if task else f"ansible: {msg}"
-    return None
-
-
-def log_files(client_dir: Path, pid: int | None = None) -> list[Path]:
-    """pgbench's log files of one client (``pgbench_log.<pid>``, then ``.<pid>.<n>`` by n).
-    Logs of several pgbench processes are an error unless ``pid`` picks one."""
-    by_pid: dict[int, list[tuple[int, Path]]] = {}
-    for p in client_dir.iterdir():
-        m = _LOG_NAME.match(p.name)
-        if m and p.is_file():
-            by_pid.setdefault(int(m[1]), []).append((int(m[2] or 0), p))
-    if not by_pid:
-        return []
-    if pid in by_pid:
-        chosen = by_pid[pid]
-    elif len(by_pid) == 1:
-        chosen = next(iter(by_pid.values()))
-    else:
-        pids = ", ".join(str(p) for p in sorted(by_pid))
-        raise DrivelabError(
-            f"{client_dir}: logs of {len(by_pid)} pgbench processes (pids {pids}), "
-            "and command.json names none of them"
-        )
-    return [p for _, p in sorted(chosen)]
-
-
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return None
-
-
-#: the instants of command.json on the client's own clock (start_at and chosen_at are the
-#: controller's once the wrapper was given the client's offset, clock_offset_s)
-CLIENT_CLOCK = ("armed_at", "go_at", "launched_at", "ended_at")
-
-
-def clock_offset(command: Mapping[str, Any]) -> float:
-    """The client's clock minus the controller's, as the start measured it (0: unknown,
-    or the wrapper was not told it)."""
-    offset = command.get("clock_offset_s")
-    return float(offset) if isinstance(offset, NUMBER) else 0.0
-
-
-def _on_controller_clock(command: dict[str, Any]) -> dict[str, Any]:
-    """command.json with its client-clock instants put on the controller's clock."""
-    offset = clock_offset(command)
-    if not offset:
-        return command
-    return {
-        k: (v - offset if k in CLIENT_CLOCK and isinstance(v, NUMBER) else v)
-        for k, v in command.items()
-    }
-
-
-def _shifted(result: ClientResult, series: list[SeriesPoint], offset: float):
-    """A client's result and series on the controller's clock (its logs are on its own)."""
-    if not offset:
-        return result, series
-    result = replace(
-        result,
-        start=None if result.start is None else result.start - offset,
-        end=None if result.end is None else result.end - offset,
-    )
-    return result, [replace(p, start=p.start - offset) for p in series]
-
-
-def gather_client(run_dir: Path, host: str, meta: RunMeta) -> _Client:
-    """One client host's result, series and raw files. Failure is a result, not an error."""
-    d = run_dir / host
-    ansible = _ansible_failure(meta, host)
-    if not d.is_dir():
-        reason = f"no output fetched from {host}" + (f" ({ansible})" if ansible else "")
-        return _Client(ClientResult(host, RunStatus.FAILED, reason))
-    files = {kind: d / name for kind, name in CLIENT_FILES.items()}
-    command: dict[str, Any] = {}
-    if files["command"].exists():
-        command = dict(Checker(files["command"]).obj(load_json(files["command"]), ""))
-    offset, own_clock = clock_offset(command), command
-    command = _on_controller_clock(command)
-    pid = command.get("pid") if isinstance(command.get("pid"), int) else None
-    logs = log_files(d, pid) if meta.log != "none" else []
-    log_kind = "agglog" if meta.log == "aggregate" else "txlog"
-    raw = tuple(
-        [RawOutput(kind, str(p), host) for kind, p in files.items() if p.exists()]
-        + [RawOutput(log_kind, str(p), host) for p in logs]
-    )
-    stdout = _read_text(files["stdout"])
-    stderr_text = _read_text(files["stderr"]) or ""
-    err = pgbench.parse_stderr(stderr_text, str(files["stderr"]))
-    rc_text = _read_text(files["rc"])
-    if rc_text is None:
-        reason = err.reason or ansible or f"no exit code fetched from {host} (rc.txt missing)"
-        return _Client(ClientResult(host, RunStatus.FAILED, reason), raw=raw, command=command)
-    rc = pgbench.parse_rc(rc_text, str(files["rc"]))
-    report = None
-    why = None
-    if stdout is None:
-        why = f"no stdout.txt fetched from {host}"
-    else:
-        try:
-            report = pgbench.parse_report(stdout, str(files["stdout"]))
-        except ParseError as e:
-            why = str(e)
-    if report is None:
-        reason = err.reason or (f"pgbench exited {rc}" if rc else why)
-        result = ClientResult(host, RunStatus.FAILED, reason, exit_code=rc)
-        return _Client(result, raw=raw, command=command)
-
-    txlog, agg, series, source, note = _read_logs(host, logs, meta)
-    if not series:  # placed on the client's clock, as the logs are
-        series, source = _progress_series(host, stderr_text, files["stderr"], own_clock)
-    result = stats.client_result(
-        host, report, stderr=err, exit_code=rc, txlog=txlog, agglog=agg, series=series
-    )
-    # the start, the end and the series on the controller's clock (the per-second
-    # latency series stays on the client's: its seconds are bins of its own log)
-    result, series = _shifted(result, series, offset)
-    if note and result.status == RunStatus.COMPLETE and note.startswith("unreadable"):
-        # a log that does not parse after a clean exit: keep the figures, average nothing in
-        result = replace(result, status=RunStatus.PARTIAL, reason=note)
-    short = _log_count_problem(txlog, report, meta) if txlog is not None else None
-    if short and result.status == RunStatus.COMPLETE:
-        result = replace(result, status=RunStatus.PARTIAL, reason=short)
-    lat = txlog.latency_series if txlog is not None else None
-    return _Client(result, tuple(series), raw, command, source, note, lat)
-
-
-def _log_count_problem(txlog: TxLogSummary, report: PgbenchReport, meta: RunMeta) -> str | None:
-    """A full per-transaction log holds one row per transaction pgbench counted
-    (processed + failed + skipped, as on every real capture); fewer rows is a log cut
-    short (a full disk, a fetch cut off), more is a log that is not this run's."""
-    if meta.log != "full":
-        return None  # a sampled log holds a share of them; an aggregate log no rows
-    counted = report.processed + (report.failed or 0) + (report.skipped or 0)
-    if txlog.rows == counted:
-        return None
-    parts = f"{report.processed:,} processed"
-    parts += "".join(
-        f" + {n:,} {name}"
-        for name, n in (("failed", report.failed), ("skipped", report.skipped))
-        if n
-    )
-    how = "cut short" if txlog.rows < counted else "holds more than this run"
-    return (
-        f"per-transaction log {how}: {txlog.rows:,} rows where pgbench counted "
-        f"{counted:,} transactions ({parts})"
-    )
-
-
-def _read_logs(
-    host: str, logs: list[Path], meta: RunMeta
-) -> tuple[
-    TxLogSummary | None, list[AggInterval] | None, list[SeriesPoint], str | None, str | None
-]:
-    """The client's pgbench logs, per run.json's ``log``: (txlog, agglog, series,
-    series source, a note when they are missing or do not parse)."""
-    if meta.log == "none":
-        return None, None, [], None, None
-    if not logs:
-        return None, None, [], None, f"no pgbench_log.* files (log is {meta.log!r})"
-    try:
-        if meta.log == "aggregate":
-            agg = pgbench.read_agglogs(logs)
-            series = stats.series_from_agglog(host, agg, meta.aggregate_interval)
-            return None, agg, series, "agglog" if agg else None, None
-        limit_ms = meta.pgbench.get("latency_limit")
-        limit = float(limit_ms) / 1e3 if isinstance(limit_ms, NUMBER) and limit_ms > 0 else None
-        txlog = pgbench.summarize_txlog(logs, latency_limit_s=limit)
-        rate = meta.sampling_rate if meta.log == "sampled" else 1.0
-        series = stats.series_from_txlog(host, txlog, sampling_rate=rate or 1.0)
-        return txlog, None, series, "txlog" if meta.log == "full" else "txlog sampled", None
-    except ParseError as e:
-        return None, None, [], None, f"unreadable pgbench log: {e}"
-
-
-def _progress_series(
-    host: str, stderr_text: str, source: Path, command: Mapping[str, Any]
-) -> tuple[list[SeriesPoint], str | None]:
-    """The ``-P`` lines as a series: epoch-stamped ones as they are, relative ones
-    placed from the wrapper's ``launched_at`` (pgbench's t=0 is a little later)."""
-    try:
-        points = pgbench.parse_progress(stderr_text, str(source))
-    except ParseError:
-        return [], None
-    if not points:
-        return [], None
-    launched = command.get("launched_at")
-    if not points[0].epoch and not isinstance(launched, NUMBER):
-        return [], None
-    start = None if points[0].epoch else float(launched)
-    return stats.series_from_progress(host, points, start_epoch=start), "progress"
-
-
 # --------------------------------------------------------------------------- the run
 
 
@@ -456,33 +213,76 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     run_dir = Path(run_dir).absolute()
     meta = RunMeta.read(run_dir)
     db_dir = run_dir / DB_DIR
+    db_facts, samples = _db_host_facts(run_dir, db_dir)
+    device = read_device_facts(db_dir, meta.db_host)
+    clients = [gather_client(run_dir, host, meta) for host in meta.client_hosts]
+    results = tuple(c.result for c in clients)
+    status, reason = _run_status(meta, results)
+    server_facts, server_samples = serverstats.read_server_counters(run_dir, results)
+    db_facts, samples = {**db_facts, **server_facts}, samples + server_samples
+    facts = _run_facts(run_dir, meta, clients, db_facts)
+    dev = next((f.facts[meta.cell.drive] for f in device if meta.cell.drive in f.facts), None)
+    facts["physics"] = physics.gather_facts(
+        meta.cell, meta.pgbench.get("mode"), db_facts, dev, results
+    )
+    ends = [c.command["ended_at"] for c in clients if isinstance(c.command.get("ended_at"), NUMBER)]
+    raw = _run_raw_outputs(run_dir, meta) + [r for c in clients for r in c.raw]
+    record = RunRecord(
+        repetition=meta.repetition,
+        attempt=meta.attempt,
+        status=status,
+        clients=results,
+        reason=reason,
+        started_at=meta.started_at if meta.started_at is not None else meta.start_at,
+        ended_at=meta.ended_at if meta.ended_at is not None else (max(ends) if ends else None),
+        commands=tuple(
+            f"{c.result.client}: {shlex.join(str(a) for a in c.command['argv'])}"
+            for c in clients
+            if isinstance(c.command.get("argv"), list)
+        ),
+        series=tuple(p for c in clients for p in c.series),
+        raw_outputs=tuple(raw),
+        samples=tuple(samples),
+        facts=facts,
+        controller=meta.controller,
+    )
+    gathered = GatheredRun(
+        run_dir, meta.scenario, meta.cell, record, tuple(device), meta.cell_id, meta.scenario_info
+    )
+    per_client = {c.result.client: c.latency for c in clients if c.latency is not None}
+    return latency.add_latency(replace(gathered, latency=per_client))
+
+
+def _db_host_facts(run_dir: Path, db_dir: Path) -> tuple[dict[str, Any], list[Sample]]:
+    """The DB host's run facts and samples read before the clients: ``database.json``,
+    the buffer counters and what the figures came from (the environment)."""
     db_facts, samples = read_database(db_dir)
     buffer_facts, buffer_samples = read_buffer_counters(run_dir)
     db_facts.update(buffer_facts)
     db_facts.update(environment.read_run(run_dir))
-    samples += buffer_samples
-    device = read_device_facts(db_dir, meta.db_host)
-    clients = [gather_client(run_dir, host, meta) for host in meta.client_hosts]
-    results = tuple(c.result for c in clients)
-    status, reason = stats.run_status(results)
-    # a run that cannot stand whatever its clients did: measured without the lab to
-    # itself for part of it (collector.hosts.lease), or cut off by the runner being stopped
-    # (Ctrl-C, SIGTERM, SIGHUP); the runner's own words are the reason
+    return db_facts, samples + buffer_samples
+
+
+def _run_status(meta: RunMeta, results: Sequence[ClientResult]) -> tuple[RunStatus, str | None]:
+    """The run's status and reason from its clients' results, unless the runner says
+    the run cannot stand whatever its clients did: measured without the lab to itself
+    for part of it (collector.hosts.lease), or cut off by the runner being stopped
+    (Ctrl-C, SIGTERM, SIGHUP); the runner's own words are then the reason."""
+    status, reason = stats.run_status(tuple(results))
     for kind, said in (("lease", "lab lease lost"), ("stopped", "stopped")):
         failure = next((f for f in meta.ansible_failures if f.get("kind") == kind), None)
         if failure is not None:
-            status, reason = RunStatus.FAILED, _one_line(str(failure.get("msg") or said))
-    server_facts, server_samples = serverstats.read_server_counters(run_dir, results)
-    db_facts, samples = {**db_facts, **server_facts}, samples + server_samples
+            status, reason = RunStatus.FAILED, one_line(str(failure.get("msg") or said))
+    return status, reason
 
-    commands = tuple(
-        f"{c.result.client}: {shlex.join(str(a) for a in c.command['argv'])}"
-        for c in clients
-        if isinstance(c.command.get("argv"), list)
-    )
-    ends = [c.command["ended_at"] for c in clients if isinstance(c.command.get("ended_at"), NUMBER)]
+
+def _run_facts(
+    run_dir: Path, meta: RunMeta, clients: Sequence[GatheredClient], db_facts: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The run's facts: run.json's, the clients' start, commands and notes, then the DB
+    host's (``db_facts``)."""
     report = next((c.result.report for c in clients if c.result.report), {})
-    facts: dict[str, Any] = {
+    return {
         "cell_id": meta.cell_id,
         "run_dir": str(run_dir),
         "db_host": meta.db_host,
@@ -505,10 +305,12 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
         "client_notes": {c.result.client: c.note for c in clients if c.note},
         **db_facts,
     }
-    dev = next((f.facts[meta.cell.drive] for f in device if meta.cell.drive in f.facts), None)
-    facts["physics"] = physics.gather_facts(
-        meta.cell, meta.pgbench.get("mode"), db_facts, dev, results
-    )
+
+
+def _run_raw_outputs(run_dir: Path, meta: RunMeta) -> list[RawOutput]:
+    """The run's own raw files (run.json, the DB host's facts, the server's counters and
+    checkpoint log); each client's are its own."""
+    db_dir = run_dir / DB_DIR
     raw = [RawOutput("run_json", str(meta.path))]
     raw += [RawOutput("db_json", str(p), meta.db_host) for p in sorted(db_dir.glob("*.json"))]
     raw += [
@@ -519,23 +321,4 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     ]
     if (p := run_dir / PG_CHECKPOINTS).exists():
         raw.append(RawOutput("pg_checkpoints_log", str(p), meta.db_host))
-    record = RunRecord(
-        repetition=meta.repetition,
-        attempt=meta.attempt,
-        status=status,
-        clients=results,
-        reason=reason,
-        started_at=meta.started_at if meta.started_at is not None else meta.start_at,
-        ended_at=meta.ended_at if meta.ended_at is not None else (max(ends) if ends else None),
-        commands=commands,
-        series=tuple(p for c in clients for p in c.series),
-        raw_outputs=tuple(raw) + tuple(r for c in clients for r in c.raw),
-        samples=tuple(samples),
-        facts=facts,
-        controller=meta.controller,
-    )
-    gathered = GatheredRun(
-        run_dir, meta.scenario, meta.cell, record, tuple(device), meta.cell_id, meta.scenario_info
-    )
-    per_client = {c.result.client: c.latency for c in clients if c.latency is not None}
-    return latency.add_latency(replace(gathered, latency=per_client))
+    return raw

@@ -15,14 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from collector.parse import ParseError
-from collector.records import (
-    DiskUtil,
-    FioDirection,
-    FioJob,
-    FioResult,
-    LatencyStats,
-    Sample,
-)
+from collector.records import Sample
+from collector.records.pretest import DiskUtil, FioDirection, FioJob, FioResult, LatencyStats
 
 NS = 1e-9
 US = 1e-6

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 from collector.parse import ParseError, excerpt
-from collector.records import FsyncResult, Sample
+from collector.records import Sample
+from collector.records.pretest import FsyncResult
 
 _SECONDS = re.compile(r"^(\d+) seconds? per test$")
 _SECTION = re.compile(r"^(\S.*):$")

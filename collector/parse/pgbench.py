@@ -17,7 +17,13 @@ from pathlib import Path
 
 from collector.parse import ParseError, excerpt
 from collector.parse.txlog import summarize_txlog
-from collector.records import AggInterval, PgbenchInit, PgbenchReport, PgbenchStderr, ProgressPoint
+from collector.records.pgbench import (
+    AggInterval,
+    PgbenchInit,
+    PgbenchReport,
+    PgbenchStderr,
+    ProgressPoint,
+)
 
 __all__ = [
     "parse_agglog",

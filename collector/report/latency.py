@@ -19,7 +19,7 @@ class LoadStep:
     Latency figures are the mean over those runs of each run's figure over its window
     (where every client ran); ``late`` and ``skipped`` the mean per run; ``tps`` the
     cell's mean tps over the same window (what the drive achieved). ``not_sustained``
-    counts the runs the lag rule (:func:`collector.parse.txlog.read_lag`) says did not
+    counts the runs the lag rule (:func:`collector.parse.lag.read_lag`) says did not
     hold the rate, ``reasons`` its words for them."""
 
     drive: str

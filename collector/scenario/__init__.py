@@ -58,7 +58,7 @@ from collector.scenario.plan import (
     pretest_seconds,
     repetition_seconds,
 )
-from collector.scenario.schema import (
+from collector.scenario.rules import (
     ARGUMENT,
     CLIENT_NAME,
     DRIVE_NAME,
@@ -68,19 +68,21 @@ from collector.scenario.schema import (
     PG_RULES,
     SCENARIO_NAME,
     SCRIPT_PATH,
+    Argument,
+    DriveName,
+    MountOptions,
+    ScenarioName,
+)
+from collector.scenario.schema import (
     WRITE_CACHE,
     AdaptiveRepetitions,
     AdaptiveSpec,
-    Argument,
-    DriveName,
     Filesystem,
-    MountOptions,
     Postgresql,
     Pretests,
     RaidSet,
     Repetitions,
     Scenario,
-    ScenarioName,
     Strict,
     Workload,
 )

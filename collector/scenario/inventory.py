@@ -15,7 +15,8 @@ from typing import Any
 from collector.errors import DrivelabError
 from collector.paths import REPO, ansible_bin
 from collector.scenario.loader import _read_yaml
-from collector.scenario.schema import CLIENT_NAME, HOST_NAME, PG_RULES, Scenario
+from collector.scenario.rules import CLIENT_NAME, HOST_NAME, PG_RULES
+from collector.scenario.schema import Scenario
 from collector.scenario.wording import _fail, _show
 
 #: the files Ansible reads as YAML beside an inventory source (its group and host variables)

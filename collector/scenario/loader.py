@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from collector.scenario.schema import SCENARIO_NAME, Scenario
+from collector.scenario.rules import SCENARIO_NAME
+from collector.scenario.schema import Scenario
 from collector.scenario.wording import _fail, _first_error, _key, _show
 
 #: a scenario or an inventory is a few KB: a bigger file is not one (/dev/zero)

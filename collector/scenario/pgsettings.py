@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from collector.scenario.schema import PG_RULES, Scenario
+from collector.scenario.rules import PG_RULES
+from collector.scenario.schema import Scenario
 from collector.scenario.wording import _fail, _key
 
 #: what --dry-run cannot check: it never asks a host

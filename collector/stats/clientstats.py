@@ -18,17 +18,9 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from collector.records import (
-    AggInterval,
-    ClientResult,
-    LatencyHistogram,
-    PgbenchReport,
-    PgbenchStderr,
-    ProgressPoint,
-    RunStatus,
-    SeriesPoint,
-    TxLogSummary,
-)
+from collector.records import ClientResult, LatencyHistogram, RunStatus, SeriesPoint
+from collector.records.pgbench import AggInterval, PgbenchReport, PgbenchStderr, ProgressPoint
+from collector.records.txlog import TxLogSummary
 
 # --------------------------------------------------------------------------- latency
 

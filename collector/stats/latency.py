@@ -20,7 +20,7 @@ rate_per_host  pgbench ``-R`` of each client host (None without ``--rate``)
 rate_total     ``rate_per_host`` x client hosts
 rate_per       ``host`` or ``total``: how the scenario gave the rate
 latency_limit_ms  pgbench ``-L`` (None without it)
-lag            the lag reading (:func:`collector.parse.txlog.read_lag`) as a dict,
+lag            the lag reading (:func:`collector.parse.lag.read_lag`) as a dict,
                None without ``--rate``
 ============== ==================================================================
 
@@ -42,13 +42,10 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 
 from collector.cell import total_rate
-from collector.parse.txlog import (
-    latency_points,
-    merge_latency_series,
-    read_lag,
-    window_percentiles,
-)
-from collector.records import CellSpec, LatencyPoint, LatencySeries, RunRecord, Sample
+from collector.parse.lag import read_lag
+from collector.parse.latencyseries import latency_points, merge_latency_series, window_percentiles
+from collector.records import CellSpec, RunRecord, Sample
+from collector.records.txlog import LatencyPoint, LatencySeries
 
 if TYPE_CHECKING:
     from collector.stats.tps import RunStats

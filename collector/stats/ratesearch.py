@@ -13,7 +13,7 @@ The rules (docs/scenarios.md, "Searching the sustained rate"):
 
 * A rate **holds** when the run is complete (no client partial or failed), its p99
   over the window where all clients ran is at or under the target, and the rate was
-  sustained (:func:`collector.parse.txlog.read_lag`: the schedule lag did not grow,
+  sustained (:func:`collector.parse.lag.read_lag`: the schedule lag did not grow,
   at most 1 % skipped under ``-L``, the rate asked scheduled). Anything else **breaks** it.
 * The bracket: ``holds_at``, the highest rate that holds below ``breaks_at``, the
   lowest rate that breaks. A rate that holds above a lower one that broke (noise near

@@ -49,7 +49,7 @@ from collector.cli import main as cli
 from collector.errors import DrivelabError
 from collector.paths import REPO
 from collector.run import conductor as scenariorun
-from collector.scenario.schema import HOST_RULES
+from collector.scenario.rules import HOST_RULES
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yml"))
 INVENTORY_DIR = REPO / "tests" / "data" / "inventory"

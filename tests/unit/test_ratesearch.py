@@ -15,7 +15,8 @@ from rich.console import Console
 
 from collector import scenario as sc
 from collector.errors import DrivelabError
-from collector.parse import pgbench, txlog
+from collector.parse import latencyseries, pgbench
+from collector.parse.lag import read_lag
 from collector.records import RunRecord, RunStatus
 from collector.report import html as html_report
 from collector.report import load, terminal
@@ -511,11 +512,11 @@ def captured(run: str) -> rs.Observation:
         files = sorted((DATA / run).glob(f"{client}.[0-9]*"))
         summary = pgbench.summarize_txlog(files, latency_limit_s=LIMITS.get(run))
         series.append(summary.latency_series)
-    merged = txlog.merge_latency_series(series)
+    merged = latencyseries.merge_latency_series(series)
     lo = max(s.first_second for s in series)
     hi = min(s.first_second + s.seconds - 1 for s in series)
-    p99 = txlog.window_percentiles(merged, lo, hi, (0.99,))[0.99]
-    lag = txlog.read_lag(txlog.latency_points(merged))
+    p99 = latencyseries.window_percentiles(merged, lo, hi, (0.99,))[0.99]
+    lag = read_lag(latencyseries.latency_points(merged))
     window = {
         "p99_ms": p99 * 1e3,
         "lag": {"sustained": lag.sustained, "reason": lag.reason},

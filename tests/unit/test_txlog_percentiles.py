@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collector.parse import pgbench, txlog
+from collector.parse import lag, latencyhist, latencyseries, pgbench
 from collector.stats.clientstats import percentile
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "txlog-rate"
@@ -112,7 +112,7 @@ def _check_points(points, raw: Raw, limit: float | None) -> int:
 def test_per_second_figures_of_one_client(run, client):
     files = _files(run, client)
     log = _summary(run, files)
-    points = txlog.latency_points(log.latency_series, client)
+    points = latencyseries.latency_points(log.latency_series, client)
     raw = Raw(files)
     assert raw.width == {7}  # --rate: the lag column
     # every second from the first row to the last, empty ones included
@@ -131,10 +131,10 @@ def test_all_clients_merge_is_the_union(run):
     its points match numpy over the union of the rows."""
     limit, _ = RUNS[run]
     parts = [_summary(run, _files(run, c)).latency_series for c in CLIENTS]
-    merged = txlog.merge_latency_series(parts)
+    merged = latencyseries.merge_latency_series(parts)
     union_files = [f for c in CLIENTS for f in _files(run, c)]
     assert merged == _summary(run, union_files).latency_series
-    points = txlog.latency_points(merged)
+    points = latencyseries.latency_points(merged)
     assert {p.client for p in points} == {""}
     assert _check_points(points, Raw(union_files), limit) >= 6
 
@@ -180,8 +180,8 @@ def test_lag_reading(run):
     on all of them, with a reason that names the cause."""
     _, sustained = RUNS[run]
     parts = [_summary(run, _files(run, c)).latency_series for c in CLIENTS]
-    for series in (*parts, txlog.merge_latency_series(parts)):
-        reading = txlog.read_lag(txlog.latency_points(series))
+    for series in (*parts, latencyseries.merge_latency_series(parts)):
+        reading = lag.read_lag(latencyseries.latency_points(series))
         assert reading is not None
         assert reading.sustained is sustained, reading.reason
         assert reading.reason.startswith("rate sustained" if sustained else "rate not sustained")
@@ -201,36 +201,38 @@ def test_lag_reading_holds_the_schedule_to_the_rate_asked(run):
     rate they were asked (-R per client host x 2); against twice it, which the clients
     never scheduled, not sustained, the reason naming the shortfall."""
     per_host = int(run.split("-r")[1].split("-")[0])
-    merged = txlog.merge_latency_series(
+    merged = latencyseries.merge_latency_series(
         _summary(run, _files(run, c)).latency_series for c in CLIENTS
     )
-    points = txlog.latency_points(merged)[1:-1]  # the partial first and last seconds
-    held = txlog.read_lag(points, rate=2 * per_host)
+    points = latencyseries.latency_points(merged)[1:-1]  # the partial first and last seconds
+    held = lag.read_lag(points, rate=2 * per_host)
     assert held.sustained, held.reason
     assert held.scheduled_ratio > 0.85  # 20/s over 6 s: 0.88, within Poisson's 3 sd
-    short = txlog.read_lag(points, rate=4 * per_host)
+    short = lag.read_lag(points, rate=4 * per_host)
     assert not short.sustained
     assert short.reason.startswith("rate not sustained: the clients scheduled"), short.reason
     assert f"of the {4 * per_host:,}/s asked" in short.reason
-    assert txlog.read_lag(points).scheduled_ratio is None
+    assert lag.read_lag(points).scheduled_ratio is None
 
 
 def test_lag_reading_needs_the_lag_column():
     plain = DATA.parent / "pgbench" / "run1_log__pgbench_log.9435.head20.txt"
     log = pgbench.summarize_txlog(plain)
-    points = txlog.latency_points(log.latency_series)
+    points = latencyseries.latency_points(log.latency_series)
     assert all(p.lag_avg_s is None for p in points)
-    assert txlog.read_lag(points) is None
+    assert lag.read_lag(points) is None
 
 
 def test_lag_reading_ignores_a_lone_spike_at_the_end():
     """A sustained run whose last second caught a stall (a checkpoint): the
     least-squares slope alone would call it growth; the quarter medians do not."""
     run = "hdd7200-cluster-r10"
-    points = list(txlog.latency_points(_summary(run, _files(run, "client1")).latency_series))
+    points = list(
+        latencyseries.latency_points(_summary(run, _files(run, "client1")).latency_series)
+    )
     last = points[-1]
     spiked = replace(last, lag_avg_s=0.5, latency_avg_s=0.6)
-    reading = txlog.read_lag([*points[:-1], spiked])
+    reading = lag.read_lag([*points[:-1], spiked])
     assert reading.growth_s > reading.bound_s  # the slope alone would say "grows"
     assert reading.sustained, reading.reason
 
@@ -241,20 +243,20 @@ def test_window_percentiles(run):
     the merged series: against numpy over the rows of that window, and over the whole
     run against the whole-run histogram's percentile."""
     parts = [_summary(run, _files(run, c)) for c in CLIENTS]
-    merged = txlog.merge_latency_series(p.latency_series for p in parts)
+    merged = latencyseries.merge_latency_series(p.latency_series for p in parts)
     raw = Raw([f for c in CLIENTS for f in _files(run, c)])
     lo, hi = merged.first_second + 1, merged.first_second + merged.seconds - 2
-    got = txlog.window_percentiles(merged, lo, hi, QS)
+    got = latencyseries.window_percentiles(merged, lo, hi, QS)
     lat = raw.all_latencies(lo, hi)
     for q in QS:
         exact = float(np.percentile(lat, q * 100, method="inverted_cdf"))
         assert _within_resolution(got[q], exact), (q, got[q], exact)
-    whole = txlog.window_percentiles(merged, 0, 2**40, QS)
+    whole = latencyseries.window_percentiles(merged, 0, 2**40, QS)
     union = pgbench.summarize_txlog([f for c in CLIENTS for f in _files(run, c)])
     for q in QS:
         fine = percentile(union.histogram, q)  # within 1/2048
         assert abs(whole[q] - fine) <= fine / 64 + fine / 1024
-    assert txlog.window_percentiles(merged, 0, 10) == dict.fromkeys(QS)
+    assert latencyseries.window_percentiles(merged, 0, 10) == dict.fromkeys(QS)
 
 
 def test_chunk_boundaries_do_not_change_the_series():
@@ -279,13 +281,13 @@ def test_series_off_leaves_the_rest_alone():
 def test_resolution_as_documented():
     """Each coarse bucket is at most 1/32 of its lower edge wide (1 µs below 64 µs),
     the buckets tile the µs line, and every whole-run bucket lies in one coarse bucket."""
-    idx = np.arange(txlog.NCOARSE)
-    low, width = txlog.coarse_edges_us(idx)
+    idx = np.arange(latencyhist.NCOARSE)
+    low, width = latencyhist.coarse_edges_us(idx)
     assert (width[:64] == 1).all()
     assert (width[64:] / low[64:] <= 1 / 32).all()
     assert (low[1:] == low[:-1] + width[:-1]).all()
-    fine_low, fine_width = txlog.bucket_edges_us(np.arange(txlog.NBUCKETS))
+    fine_low, fine_width = latencyhist.bucket_edges_us(np.arange(latencyhist.NBUCKETS))
     top = fine_low + fine_width - 1
-    a = txlog.coarse_index(fine_low.astype(np.int64))
-    b = txlog.coarse_index(top.astype(np.int64))
+    a = latencyhist.coarse_index(fine_low.astype(np.int64))
+    b = latencyhist.coarse_index(top.astype(np.int64))
     assert (a == b).all()
