@@ -4,8 +4,9 @@ The seeds' point was a dataset too big to cache, so that every client's reads go
 the drive. Two caches stand in the way: PostgreSQL's shared buffers and the DB
 host's page cache. This module judges a run from what PostgreSQL and the drive say:
 
-- ``pg_stat_database`` per client database, read before and after the run
-  (:data:`BLOCKS_SQL`): ``blks_hit`` are reads served from shared buffers,
+- ``pg_stat_database`` per client database, read before and after the run (role
+  pgbench_run's entry point stats: ``pg_stat-before.json``, ``pg_stat-after.json``,
+  each row with the server's ``block_size``): ``blks_hit`` are reads served from shared buffers,
   ``blks_read`` reads PostgreSQL had to ask the kernel for. **``blks_read`` counts
   page-cache hits too**: PostgreSQL cannot tell a block that came from the OS page
   cache from one that came from the drive. So ``blks_read`` is "read from outside
@@ -21,7 +22,8 @@ The verdict (:func:`analyse`) is :data:`NOT_DEFEATED` when
    role's warning): total size < 2 x memory, or
 2. no block was read from outside shared buffers, or
 3. the drive saw (almost) no reads: its read bytes are less than
-   :data:`MIN_DRIVE_SHARE` (5 %) of ``blks_read x block size``, i.e. the page cache
+   :data:`MIN_DRIVE_SHARE` (5 %) of ``blks_read x block_size`` (the server's, from the
+   rows; :data:`BLOCK_SIZE` only for rows without one), i.e. the page cache
    served at least 95 % of what shared buffers missed;
 
 :data:`UNKNOWN` when none of those holds but there is no drive telemetry to tell,
@@ -42,7 +44,8 @@ from collector.errors import DrivelabError
 from collector.records import Sample
 from collector.units import human_size
 
-#: PostgreSQL's default block size (``SHOW block_size``)
+#: PostgreSQL's default block size (``SHOW block_size``): for rows that do not carry the
+#: server's own
 BLOCK_SIZE = 8192
 #: below this share of blks_read bytes reaching the drive, the page cache served the reads
 MIN_DRIVE_SHARE = 0.05
@@ -53,20 +56,17 @@ NOT_DEFEATED = "cache not defeated"
 UNKNOWN = "unknown"
 DRIVE_READ_BYTES = "drivelab_device_read_bytes_per_second"
 DRIVE_READ_IOPS = "drivelab_device_read_iops"
-#: the counters of drivelab's client databases (``drivelab_<client>``)
-BLOCKS_SQL = (
-    "SELECT datname, blks_read, blks_hit FROM pg_stat_database"
-    " WHERE datname LIKE 'drivelab\\_%' ORDER BY datname"
-)
 
 
 @dataclass(frozen=True)
 class BlockCounters:
-    """One database's row of :data:`BLOCKS_SQL` at one instant."""
+    """One database's row of pg_stat_database at one instant, with the server's block
+    size (bytes)."""
 
     datname: str
     blks_read: int
     blks_hit: int
+    block_size: int = BLOCK_SIZE
 
 
 @dataclass(frozen=True)
@@ -108,12 +108,18 @@ class CacheVerdict:
 
 
 def counters(rows: Iterable[Mapping[str, Any]]) -> dict[str, BlockCounters]:
-    """:data:`BLOCKS_SQL` rows (dicts, as ``community.postgresql.postgresql_query``
-    returns them; numbers may come as strings) by database name."""
+    """pg_stat_database rows (dicts with datname, blks_read, blks_hit and optionally
+    block_size, as ``community.postgresql.postgresql_query`` returns them; numbers may
+    come as strings) by database name."""
     out = {}
     for row in rows:
         try:
-            c = BlockCounters(str(row["datname"]), int(row["blks_read"]), int(row["blks_hit"]))
+            c = BlockCounters(
+                str(row["datname"]),
+                int(row["blks_read"]),
+                int(row["blks_hit"]),
+                int(row.get("block_size", BLOCK_SIZE)),
+            )
         except (KeyError, TypeError, ValueError) as err:
             raise DrivelabError(f"pg_stat_database row {dict(row)!r}: {err!r}") from None
         out[c.datname] = c
@@ -144,7 +150,6 @@ def analyse(
     memory_bytes: int,
     devices: Iterable[str] | None = None,
     step: float = 1.0,
-    block_size: int = BLOCK_SIZE,
     min_drive_share: float = MIN_DRIVE_SHARE,
 ) -> CacheVerdict:
     """The cache verdict of one run (see the module's docstring for the rules).
@@ -152,16 +157,53 @@ def analyse(
     ``before``/``after`` come from :func:`counters`; the two must name the same
     databases, and no counter may go down (a statistics reset or a restart without
     a clean shutdown in between would make the difference meaningless: a one-line
-    :class:`DrivelabError` says which). ``drive_samples`` are the run's telemetry
+    :class:`DrivelabError` says which). A block is the size ``after``'s rows give (the
+    server's ``block_size``). ``drive_samples`` are the run's telemetry
     (:func:`collector.verdicts.telemetry.run_telemetry`), filtered to ``devices`` if given,
     at ``step`` seconds apart."""
+    if memory_bytes <= 0:
+        raise DrivelabError(f"DB host memory {memory_bytes} bytes: must be positive")
+    clients = _client_caches(before, after)
+    samples = list(drive_samples)
+    devs = list(devices) if devices is not None else None
+    blks_read = sum(c.blks_read for c in clients)
+    blks_hit = sum(c.blks_hit for c in clients)
+    read_bytes = sum(c.read_bytes for c in clients)
+    drive_bytes = integrate(samples, DRIVE_READ_BYTES, step, devs)
+    share = drive_bytes / read_bytes if drive_bytes is not None and read_bytes else None
+    fits = dataset_bytes < MEMORY_FACTOR * memory_bytes
+    verdict, reason = _verdict(
+        fits=fits, blks_read=blks_read, read_bytes=read_bytes, drive_bytes=drive_bytes,
+        share=share, dataset_bytes=dataset_bytes, memory_bytes=memory_bytes,
+        min_drive_share=min_drive_share,
+    )  # fmt: skip
+    return CacheVerdict(
+        clients=clients,
+        blks_read=blks_read,
+        blks_hit=blks_hit,
+        hit_ratio=_ratio(blks_hit, blks_hit + blks_read),
+        read_bytes=read_bytes,
+        drive_read_bytes=drive_bytes,
+        drive_reads=integrate(samples, DRIVE_READ_IOPS, step, devs),
+        drive_share=share,
+        dataset_bytes=dataset_bytes,
+        memory_bytes=memory_bytes,
+        fits_in_memory=fits,
+        verdict=verdict,
+        reason=reason,
+    )
+
+
+def _client_caches(
+    before: Mapping[str, BlockCounters], after: Mapping[str, BlockCounters]
+) -> tuple[ClientCache, ...]:
+    """Each client database's reads and hits over the run, in bytes of its server's
+    block size; a one-line error when the two snapshots do not match."""
     if set(before) != set(after):
         odd = sorted(set(before) ^ set(after))
         raise DrivelabError(
             f"pg_stat_database: {', '.join(odd)} not read both before and after the run"
         )
-    if memory_bytes <= 0:
-        raise DrivelabError(f"DB host memory {memory_bytes} bytes: must be positive")
     clients = []
     for name in sorted(before):
         b, a = before[name], after[name]
@@ -179,19 +221,24 @@ def analyse(
                 blks_read=read,
                 blks_hit=hit,
                 hit_ratio=_ratio(hit, hit + read),
-                read_bytes=read * block_size,
+                read_bytes=read * a.block_size,
             )
         )
-    samples = list(drive_samples)
-    devs = list(devices) if devices is not None else None
-    blks_read = sum(c.blks_read for c in clients)
-    blks_hit = sum(c.blks_hit for c in clients)
-    read_bytes = blks_read * block_size
-    drive_bytes = integrate(samples, DRIVE_READ_BYTES, step, devs)
-    drive_reads = integrate(samples, DRIVE_READ_IOPS, step, devs)
-    share = drive_bytes / read_bytes if drive_bytes is not None and read_bytes else None
-    fits = dataset_bytes < MEMORY_FACTOR * memory_bytes
+    return tuple(clients)
 
+
+def _verdict(
+    *,
+    fits: bool,
+    blks_read: int,
+    read_bytes: int,
+    drive_bytes: float | None,
+    share: float | None,
+    dataset_bytes: int,
+    memory_bytes: int,
+    min_drive_share: float,
+) -> tuple[str, str]:
+    """The verdict and its reason, naming every rule that decided."""
     reasons = []
     if fits:
         reasons.append(
@@ -208,35 +255,17 @@ def analyse(
             " the page cache served the rest"
         )
     if reasons:
-        verdict, reason = NOT_DEFEATED, "; ".join(reasons)
-    elif share is None:
-        verdict = UNKNOWN
-        reason = (
+        return NOT_DEFEATED, "; ".join(reasons)
+    if share is None:
+        return UNKNOWN, (
             f"{human_size(read_bytes)} read from outside shared buffers, but no drive read"
             " telemetry to tell the page cache from the drive"
         )
-    else:
-        verdict = DEFEATED
-        reason = (
-            f"the drive read {human_size(drive_bytes)}, {share:.1%} of the"
-            f" {human_size(read_bytes)} read from outside shared buffers; the datasets"
-            f" ({human_size(dataset_bytes)}) are at least twice the DB host's memory"
-            f" ({human_size(memory_bytes)})"
-        )
-    return CacheVerdict(
-        clients=tuple(clients),
-        blks_read=blks_read,
-        blks_hit=blks_hit,
-        hit_ratio=_ratio(blks_hit, blks_hit + blks_read),
-        read_bytes=read_bytes,
-        drive_read_bytes=drive_bytes,
-        drive_reads=drive_reads,
-        drive_share=share,
-        dataset_bytes=dataset_bytes,
-        memory_bytes=memory_bytes,
-        fits_in_memory=fits,
-        verdict=verdict,
-        reason=reason,
+    return DEFEATED, (
+        f"the drive read {human_size(drive_bytes or 0)}, {share:.1%} of the"
+        f" {human_size(read_bytes)} read from outside shared buffers; the datasets"
+        f" ({human_size(dataset_bytes)}) are at least twice the DB host's memory"
+        f" ({human_size(memory_bytes)})"
     )
 
 
