@@ -57,6 +57,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from collector.records import CellSpec, ClientResult, RunRecord, Sample
+from collector.verdicts.drivefacts import Drive, drive_from_facts
 
 #: a measured rate up to this many times the ceiling is within noise (not flagged)
 MARGIN = 1.25
@@ -128,82 +129,6 @@ def as_facts(flags: Iterable[Flag]) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- the drive
-
-
-@dataclass(frozen=True)
-class Drive:
-    """What the rules need to know about a drive (a drivelab filesystem: one drive or a
-    RAID set). ``rpm``: revolutions per minute, 0 when it does not rotate, None when
-    unknown; ``rpm_source`` says where it came from. ``power_loss_protection``: as the
-    inventory states it, None when nothing says."""
-
-    name: str
-    rpm: int | None = None
-    #: where ``rpm`` came from (``SMART``, ``SMART (NVMe)``, ``inventory``); when it is
-    #: unknown, why, if there is more to say than that nothing gave it
-    rpm_source: str = ""
-    power_loss_protection: bool | None = None
-
-    @property
-    def rotating(self) -> bool:
-        return bool(self.rpm)
-
-    @property
-    def flush_ceiling(self) -> float | None:
-        """Flushes per second a rotating drive can complete: one per revolution."""
-        return self.rpm / 60 if self.rpm else None
-
-
-def _declared(d: Mapping[str, Any]) -> Mapping[str, Any]:
-    value = d.get("declared")
-    return value if isinstance(value, Mapping) else {}
-
-
-def _member_rpm(d: Mapping[str, Any]) -> tuple[int | None, str]:
-    """One drive's rotation rate from its ``drive_facts`` entry: SMART's
-    ``rotation_rate`` (0: solid state), an NVMe drive (does not rotate), else the
-    inventory's ``rpm``."""
-    smart = d.get("smart") if isinstance(d.get("smart"), Mapping) else {}
-    if smart.get("available"):
-        rate = smart.get("rotation_rate")
-        if isinstance(rate, int) and not isinstance(rate, bool) and rate >= 0:
-            return rate, "SMART"
-        if str(smart.get("protocol") or "").lower() == "nvme":
-            return 0, "SMART (NVMe)"
-    declared = _declared(d).get("rpm")
-    if isinstance(declared, int) and not isinstance(declared, bool) and declared >= 0:
-        return declared, "inventory"
-    return None, ""
-
-
-def drive_from_facts(name: str, device_facts: Mapping[str, Any] | None) -> Drive:
-    """The :class:`Drive` of a filesystem's device facts (``db/<host>-<fs>.json``:
-    ``drives[]`` as the candidate_drive role's ``drive_facts`` module read them, each
-    with ``smart`` and the inventory's ``declared`` fields). RAID: rotating when every
-    member is (at the fastest member's rate), not rotating when none is, else unknown."""
-    drives = device_facts.get("drives") if isinstance(device_facts, Mapping) else None
-    members = [m for m in drives if isinstance(m, Mapping)] if isinstance(drives, list) else []
-    if not members:
-        return Drive(name)
-    rates = [_member_rpm(m) for m in members]
-    known = [r for r, _ in rates if r is not None]
-    sources = sorted({s for r, s in rates if r is not None})
-    why = ""
-    if len(known) < len(rates):
-        rpm = None
-    elif all(known):
-        rpm = max(known)
-    elif not any(known):
-        rpm = 0
-    else:
-        rpm, why = None, "its members rotate and do not"  # a commit may land on either
-    plp = [_declared(m).get("power_loss_protection") for m in members]
-    protected = None
-    if plp and all(p is True for p in plp):
-        protected = True
-    elif any(p is False for p in plp):
-        protected = False
-    return Drive(name, rpm, ", ".join(sources) if rpm is not None else why, protected)
 
 
 def drive_notes(drive: Drive) -> list[Flag]:
@@ -396,12 +321,12 @@ def iops_flags(
         return [Flag(IOPS_UNCHECKED, drive, NOTE, "not checked: the pre-test ran no fio")]
     if samples is None:
         return [Flag(IOPS_UNCHECKED, drive, NOTE, "not checked: no telemetry of the run")]
-    out: list[Flag] = []
     fio32 = pretest.rand_read_qd32
     reads = mean_iops(samples, READ_IOPS, devices)
     writes = mean_iops(samples, WRITE_IOPS, devices)
     if reads is None:
         return [Flag(IOPS_UNCHECKED, drive, NOTE, "not checked: no read figures of the drive")]
+    out: list[Flag] = []
     if fio32 > 0 and reads > MARGIN * fio32:
         out.append(
             Flag(
@@ -421,41 +346,53 @@ def iops_flags(
                 },
             )
         )
-    conns = connections(cell)
     blks = sum(
         int(v.get("blks_read") or 0) for v in (db_buffers or {}).values() if isinstance(v, dict)
     )
-    if cache_verdict == "cache defeated" and tps and transactions and blks > 0 and conns:
-        per_tx = blks / transactions
-        allowed = fio32
-        if pretest.rand_read_qd1:
-            allowed = min(fio32, conns * pretest.rand_read_qd1)
-        predicted = allowed / per_tx
-        if tps < FAR_BELOW * predicted:
-            out.append(
-                Flag(
-                    TPS_BELOW_FIO,
-                    drive,
-                    WARNING,
-                    f"{tps:,.0f} tps, {tps / predicted:.0%} of the {predicted:,.0f} tps fio's"
-                    f" random reads allow ({allowed:,.0f} reads/s at {conns} connections,"
-                    f" {per_tx:.2f} blocks read per transaction): something other than the"
-                    " drive's random reads limited this cache-defeated run",
-                    {
-                        "tps": tps,
-                        "predicted_tps": predicted,
-                        "ratio": tps / predicted,
-                        "far_below": FAR_BELOW,
-                        "blocks_read_per_transaction": per_tx,
-                        "allowed_read_iops": allowed,
-                        "fio_rand_read_qd1": pretest.rand_read_qd1,
-                        "fio_rand_read_qd32": fio32,
-                        "connections": conns,
-                        "read_iops": reads,
-                    },
-                )
-            )
+    if cache_verdict == "cache defeated" and tps and transactions and blks > 0:
+        below = _tps_below_fio(
+            drive, cell, pretest, tps=tps, per_tx=blks / transactions, reads=reads
+        )
+        out.extend([below] if below else [])
     return out
+
+
+def _tps_below_fio(
+    drive: str, cell: CellSpec, pretest: Any, *, tps: float, per_tx: float, reads: float
+) -> Flag | None:
+    """:data:`TPS_BELOW_FIO` for a cache-defeated run that read ``per_tx`` blocks per
+    transaction from outside shared buffers, or None."""
+    conns = connections(cell)
+    if not conns:
+        return None
+    fio32 = pretest.rand_read_qd32
+    allowed = fio32
+    if pretest.rand_read_qd1:
+        allowed = min(fio32, conns * pretest.rand_read_qd1)
+    predicted = allowed / per_tx
+    if tps >= FAR_BELOW * predicted:
+        return None
+    return Flag(
+        TPS_BELOW_FIO,
+        drive,
+        WARNING,
+        f"{tps:,.0f} tps, {tps / predicted:.0%} of the {predicted:,.0f} tps fio's"
+        f" random reads allow ({allowed:,.0f} reads/s at {conns} connections,"
+        f" {per_tx:.2f} blocks read per transaction): something other than the"
+        " drive's random reads limited this cache-defeated run",
+        {
+            "tps": tps,
+            "predicted_tps": predicted,
+            "ratio": tps / predicted,
+            "far_below": FAR_BELOW,
+            "blocks_read_per_transaction": per_tx,
+            "allowed_read_iops": allowed,
+            "fio_rand_read_qd1": pretest.rand_read_qd1,
+            "fio_rand_read_qd32": fio32,
+            "connections": conns,
+            "read_iops": reads,
+        },
+    )
 
 
 # --------------------------------------------------------------------------- as stored

@@ -22,7 +22,7 @@ from collector.parse import ParseError
 from collector.parse.fio import fio_samples, parse_fio_json
 from collector.parse.pg_test_fsync import fsync_samples, parse_pg_test_fsync
 from collector.records import CellSpec, Sample
-from collector.verdicts import physics
+from collector.verdicts import drivefacts, physics
 
 #: the metric prefixes of the pre-tests' samples (fio's and pg_test_fsync's)
 PRETEST_PREFIXES = ("drivelab_fio_", "drivelab_fsync_")
@@ -167,5 +167,5 @@ def physics_facts(samples: Iterable[Sample], facts_dir: Path) -> list[dict]:
             continue
         name = doc.get("filesystem") if isinstance(doc, dict) else None
         if name in names:
-            drives[name] = physics.drive_from_facts(name, doc)
+            drives[name] = drivefacts.drive_from_facts(name, doc)
     return physics.as_facts(physics.pretest_flags(samples, drives))

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from collector.store import Store
-from collector.verdicts import physics
+from collector.verdicts import drivefacts
 from collector.verdicts.pretest import summarize
 from tests.lab.conftest import (
     BIN,
@@ -372,7 +372,7 @@ def test_write_cache_on_and_off_are_two_cells_each_as_set_with_smart_rotation_ra
             # the kernel follows the SATA disk (libata revalidates it): no flushes once off
             want = "write through" if wc == "off" else "write back"
             assert facts["write_cache"][0]["kernel_view"] == want, facts["write_cache"]
-            found = physics.drive_from_facts("hdd7200", facts)
+            found = drivefacts.drive_from_facts("hdd7200", facts)
             assert (found.rpm, found.rpm_source) == (7200, "SMART"), found
     kept = sorted(p.name for p in (results / "runs" / "vm-write-cache").glob("*/pretests/*"))
     assert kept == [

@@ -27,7 +27,7 @@ from collector.report.terminal import physics_lines
 from collector.run.storing import record
 from collector.scenario.inventory import candidate_drives
 from collector.store import Store
-from collector.verdicts import physics
+from collector.verdicts import drivefacts, physics
 from collector.verdicts.pretest import collect, for_cell, physics_facts
 from tests.unit.hostcode import module_util
 
@@ -86,7 +86,7 @@ SMART = {"available": True, "protocol": "ATA", "model": "ST31500341AS", "passed"
     ids=lambda v: v if isinstance(v, str) else "",
 )  # fmt: skip
 def test_the_drives_rotation_rate_and_where_it_came_from(case, facts, rpm, source, plp):
-    d = physics.drive_from_facts("d", facts())
+    d = drivefacts.drive_from_facts("d", facts())
     assert (d.rpm, d.rpm_source, d.power_loss_protection) == (rpm, source, plp), case
 
 
@@ -97,25 +97,27 @@ def raid(*members: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_raid_set_rotates_when_every_member_does_at_its_fastest():
     ten = with_drive(device("hdd7200"), declared={"rpm": 10000})
-    assert physics.drive_from_facts("r", raid(device("hdd7200"), ten)).rpm == 10000
-    assert physics.drive_from_facts("r", raid(device("nvme"), device("nvme"))).rpm == 0
+    assert drivefacts.drive_from_facts("r", raid(device("hdd7200"), ten)).rpm == 10000
+    assert drivefacts.drive_from_facts("r", raid(device("nvme"), device("nvme"))).rpm == 0
     # a rotating and a solid-state member: a commit may land on either
-    mixed = physics.drive_from_facts("r", raid(device("hdd7200"), device("nvme")))
+    mixed = drivefacts.drive_from_facts("r", raid(device("hdd7200"), device("nvme")))
     assert mixed.rpm is None
     assert physics.drive_notes(mixed)[0].message == (
         "not checked: rotation rate unknown (its members rotate and do not)"
     )
     unknown = with_drive(device("hdd7200"), declared={})
-    assert physics.drive_from_facts("r", raid(device("hdd7200"), unknown)).rpm is None
+    assert drivefacts.drive_from_facts("r", raid(device("hdd7200"), unknown)).rpm is None
     plp = with_drive(device("nvme"), declared={"rpm": 0, "power_loss_protection": True})
     no = with_drive(device("nvme"), declared={"rpm": 0, "power_loss_protection": False})
-    assert physics.drive_from_facts("r", raid(plp, plp)).power_loss_protection is True
-    assert physics.drive_from_facts("r", raid(plp, device("nvme"))).power_loss_protection is None
-    assert physics.drive_from_facts("r", raid(plp, no)).power_loss_protection is False
+    assert drivefacts.drive_from_facts("r", raid(plp, plp)).power_loss_protection is True
+    assert drivefacts.drive_from_facts("r", raid(plp, device("nvme"))).power_loss_protection is None
+    assert drivefacts.drive_from_facts("r", raid(plp, no)).power_loss_protection is False
 
 
 def test_the_ceilings_are_one_flush_per_revolution():
-    ceilings = {rpm: physics.Drive("d", rpm).flush_ceiling for rpm in (5400, 7200, 10000, 15000, 0)}
+    ceilings = {
+        rpm: drivefacts.Drive("d", rpm).flush_ceiling for rpm in (5400, 7200, 10000, 15000, 0)
+    }
     assert ceilings == {5400: 90, 7200: 120, 10000: pytest.approx(166.67, abs=0.01),
                         15000: 250, 0: None}  # fmt: skip
 
@@ -130,7 +132,7 @@ def pretest_samples(*folders: Path) -> list[Sample]:
 def test_pg_test_fsync_of_the_honest_hdd7200_is_not_flagged():
     """61 fdatasync/s (the lab caps it at 120 IOPS, a flush costs two) under 120/s."""
     flags = physics.pretest_flags(
-        pretest_samples(PRETEST), {"hdd7200": physics.Drive("hdd7200", 7200, "inventory")}
+        pretest_samples(PRETEST), {"hdd7200": drivefacts.Drive("hdd7200", 7200, "inventory")}
     )
     assert [f for f in flags if f.drive == "hdd7200"] == []
 
@@ -139,7 +141,7 @@ def test_pg_test_fsync_of_the_rotating_but_fast_drive_is_flagged():
     """The lab's hdd7200wc, captured: RAM under an inventory that says 7200 rpm."""
     flags = physics.pretest_flags(
         pretest_samples(PHYS / "pretest"),
-        {"hdd7200wc": physics.drive_from_facts("hdd7200wc", device("hdd7200wc"))},
+        {"hdd7200wc": drivefacts.drive_from_facts("hdd7200wc", device("hdd7200wc"))},
     )
     (flag,) = [f for f in flags if f.drive == "hdd7200wc"]
     assert flag.code == physics.FLUSH_ABSORBED and flag.level == physics.WARNING
@@ -160,7 +162,7 @@ def test_pg_test_fsync_of_the_rotating_but_fast_drive_is_flagged():
 
 
 def test_the_same_fast_flushes_on_a_protected_cache_are_a_note():
-    drive = physics.Drive("hdd7200wc", 7200, "inventory", power_loss_protection=True)
+    drive = drivefacts.Drive("hdd7200wc", 7200, "inventory", power_loss_protection=True)
     flags = physics.pretest_flags(pretest_samples(PHYS / "pretest"), {"hdd7200wc": drive})
     (flag,) = [f for f in flags if f.drive == "hdd7200wc"]
     assert flag.code == physics.FLUSH_PROTECTED and flag.level == physics.NOTE
@@ -184,7 +186,7 @@ def test_the_margin_is_a_quarter_above_the_ceiling(rate, flagged):
     s = Sample(physics.FSYNC_METRIC, rate, "operations/second",
                {"drive": "d", "write_cache": "off", "section": "one 8kB write",
                 "method": "fdatasync"})  # fmt: skip
-    flags = physics.pretest_flags([s], {"d": physics.Drive("d", 7200, "inventory")})
+    flags = physics.pretest_flags([s], {"d": drivefacts.Drive("d", 7200, "inventory")})
     assert bool(flags) is flagged
 
 
@@ -240,7 +242,7 @@ def test_single_client_check_applies_only_where_each_commit_flushes_the_drive(tm
     gathered = gather_run(run_folder("hdd7200wc-single", tmp_path))
     facts, cell = dict(gathered.run.facts), gathered.cell
     client = gathered.run.clients
-    drive = physics.drive_from_facts("hdd7200wc", device("hdd7200wc"))
+    drive = drivefacts.drive_from_facts("hdd7200wc", device("hdd7200wc"))
 
     def flags(cell=cell, mode="tpcb", **db: Any) -> list[str]:
         return [f.code for f in physics.run_flags(drive, cell, mode=mode,
@@ -491,6 +493,6 @@ def test_the_single_client_rule_reads_the_clients_pgbench_tps():
     client = [ClientResult("client1", tps=300.0)]
     db = {"wal_placement": "on the drive",
           "postgresql_settings": {"fsync": "on", "synchronous_commit": "on"}}  # fmt: skip
-    flags = physics.run_flags(physics.Drive("d", 7200, "inventory"), cell, mode="tpcb",
+    flags = physics.run_flags(drivefacts.Drive("d", 7200, "inventory"), cell, mode="tpcb",
                               db_facts=db, clients=client)  # fmt: skip
     assert [f.figures["rate_per_s"] for f in flags] == [300.0]
