@@ -123,50 +123,11 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
     for f in facts:
         if f.scope == "run" and f.run_id is not None:
             run_facts[f.run_id][f.key] = f.value
-    built: list[
-        tuple[stats.CellStats, tuple, int | None, tuple | None, LatencyHistogram | None]
-    ] = []
-    notes: list[tuple[tuple[str, ...], Mapping[str, Any]]] = []
-    latency: list[tuple[Sample, ...]] = []
-    for cell_id, spec in cells:
-        warnings: dict[str, None] = {}
-        database: dict[str, Any] = {}
-        runs = []
-        example: tuple[SeriesPoint, ...] = ()
-        example_run = None
-        example_window = None
-        hists: list[LatencyHistogram] = []
-        for run in store.runs(cell_id):
-            clients = store.client_results(run.id)
-            series = store.series(run.id)
-            rs = stats.run_stats(
-                clients,
-                series,
-                status=run.status,
-                reason=run.reason,
-                repetition=run.repetition,
-                run_id=run.id,
-                attempt=run.attempt,
-            )
-            runs.append(rs)
-            rf = run_facts.get(run.id, {})
-            warnings.update(dict.fromkeys(run_warnings(run.repetition, rf)))
-            database = {k: rf[k] for k in DATABASE_KEYS if k in rf} or database
-            if run.status == RunStatus.COMPLETE:
-                hists += [c.histogram for c in clients if c.histogram is not None]
-                if example_run is None and series:
-                    example, example_run, example_window = tuple(series), run.repetition, rs.window
-                    latency.append(_latency_samples(store, run.id))
-        if example_run is None:
-            latency.append(())
-        cs = stats.cell_stats(spec, runs, cell_id)
-        built.append((cs, example, example_run, example_window, stats.merge_histograms(hists)))
-        notes.append((tuple(warnings), database))
-    by_test = {(cs.spec.test, cs.spec.drive): cs for cs, *_ in built}
+    built = [_built_cell(store, cell_id, spec, run_facts) for cell_id, spec in cells]
+    by_test = {(b.stats.spec.test, b.stats.spec.drive): b.stats for b in built}
     views = []
-    for (cs, example, example_run, window, hist), (warns, db), lat in zip(
-        built, notes, latency, strict=True
-    ):
+    for b in built:
+        cs = b.stats
         ref = by_test.get((cs.spec.test, base))
         r = None
         if ref is not None and ref is not cs:
@@ -175,7 +136,16 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
             r = stats.Ratio(1.0, 1.0, 1.0)
         views.append(
             CellView(
-                cs, r, cs.spec.drive == base, example, example_run, window, hist, warns, db, lat
+                cs,
+                r,
+                cs.spec.drive == base,
+                b.example,
+                b.example_run,
+                b.window,
+                b.histogram,
+                b.warnings,
+                b.database,
+                b.latency,
             )
         )
     return ScenarioView(
@@ -189,6 +159,61 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
         facts=tuple(facts),
         drives=drives,
     )
+
+
+@dataclass(frozen=True)
+class _BuiltCell:
+    """One cell's statistics and what its view shows beside them, before the ratios."""
+
+    stats: stats.CellStats
+    example: tuple[SeriesPoint, ...]
+    example_run: int | None
+    window: tuple[float, float] | None
+    histogram: LatencyHistogram | None
+    warnings: tuple[str, ...]
+    database: Mapping[str, Any]
+    latency: tuple[Sample, ...]
+
+
+def _built_cell(
+    store: Store, cell_id: int, spec: Any, run_facts: Mapping[int, Mapping[str, Any]]
+) -> _BuiltCell:
+    """A cell's runs read and their statistics done: its first complete run with a series
+    is its example (series, window, latency samples); the histograms of its complete
+    runs merged; every run's warnings, once each."""
+    warnings: dict[str, None] = {}
+    database: dict[str, Any] = {}
+    runs = []
+    example: tuple[SeriesPoint, ...] = ()
+    example_run = None
+    example_window = None
+    latency: tuple[Sample, ...] = ()
+    hists: list[LatencyHistogram] = []
+    for run in store.runs(cell_id):
+        clients = store.client_results(run.id)
+        series = store.series(run.id)
+        rs = stats.run_stats(
+            clients,
+            series,
+            status=run.status,
+            reason=run.reason,
+            repetition=run.repetition,
+            run_id=run.id,
+            attempt=run.attempt,
+        )
+        runs.append(rs)
+        rf = run_facts.get(run.id, {})
+        warnings.update(dict.fromkeys(run_warnings(run.repetition, rf)))
+        database = {k: rf[k] for k in DATABASE_KEYS if k in rf} or database
+        if run.status == RunStatus.COMPLETE:
+            hists += [c.histogram for c in clients if c.histogram is not None]
+            if example_run is None and series:
+                example, example_run, example_window = tuple(series), run.repetition, rs.window
+                latency = _latency_samples(store, run.id)
+    return _BuiltCell(
+        stats.cell_stats(spec, runs, cell_id), example, example_run, example_window,
+        stats.merge_histograms(hists), tuple(warnings), database, latency,
+    )  # fmt: skip
 
 
 def _latency_samples(store: Store, run_id: int) -> tuple[Sample, ...]:
