@@ -291,47 +291,7 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
         "partial and failed runs are listed, never averaged in.</p>",
     ]
     for view in views:
-        parts.append(f"<h2>Scenario {html.escape(view.info.name)}</h2>")
-        if view.info.description:
-            parts.append(f"<p class=desc>{html.escape(view.info.description.strip())}</p>")
-        rows = [
-            [
-                cv.drive,
-                cv.test,
-                fmt_tps(cv.stats.tps),
-                fmt_ratio(cv.baseline_ratio, cv.is_baseline),
-                f"{cv.stats.tps_reported.mean:,.1f}" if cv.stats.tps_reported else "-",
-                fmt_ms(cv.stats.latency_p95_s.mean if cv.stats.latency_p95_s else None),
-                str(cv.stats.clients),
-                fmt_runs(cv.stats),
-            ]
-            for cv in view.cells
-        ]
-        parts.append(
-            _table(
-                [
-                    "drive",
-                    "test",
-                    "tps ± CI",
-                    f"x {view.baseline}",
-                    "pgbench sum",
-                    "p95 ms",
-                    "clients",
-                    "runs",
-                ],
-                rows,
-            )
-        )
-        parts += [
-            f"<p class=warn>warning: {html.escape(f'{cv.drive} {cv.test}: {w}')}</p>"
-            for cv in view.cells
-            for w in cv.warnings
-        ]
-        parts += [
-            f"<p class=note>{kind}: {html.escape(x)}</p>"
-            for kind, lines in (("checkpoint", checkpoint_lines), ("start", start_lines))
-            for x in lines(view)
-        ]
+        parts += _summary_section(view)
         parts += _search_section(view)
         database = _database_table(view)
         if database:
@@ -342,71 +302,9 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
             for svg in (charts.plot_tps(view), charts.plot_ratio(view))
             if svg
         ]
-        runs = []
-        for cv in view.cells:
-            for r in cv.stats.runs:
-                cls = "" if r.status == RunStatus.COMPLETE else r.status.value
-                runs.append(
-                    (
-                        cls,
-                        [
-                            cv.drive,
-                            cv.test,
-                            str(r.repetition)
-                            + (f" (attempt {r.attempt})" if r.attempt > 1 else ""),
-                            r.status.value,
-                            "-"
-                            if r.tps is None
-                            else f"{r.tps:,.1f}" + ("" if r.windowed else " (sum)"),
-                            "-" if r.tps_reported_sum is None else f"{r.tps_reported_sum:,.1f}",
-                            "-" if r.start_skew_s is None else f"{r.start_skew_s:.3f}",
-                            fmt_ms(r.latency_p95_s),
-                            r.reason or "",
-                        ],
-                    )
-                )
-        parts.append("<h3>Runs</h3>")
-        head = [
-            "drive",
-            "test",
-            "rep",
-            "status",
-            "tps (window)",
-            "pgbench sum",
-            "start skew s",
-            "p95 ms",
-            "reason",
-        ]
-        trs = []
-        for cls, row in runs:
-            tds = "".join(f"<td>{html.escape(v)}</td>" for v in row)
-            trs.append(f'<tr class="{cls}">{tds}</tr>')
-        parts.append(
-            "<table><tr>"
-            + "".join(f"<th>{h}</th>" for h in head)
-            + "</tr>"
-            + "".join(trs)
-            + "</table>"
-        )
+        parts += _runs_section(view)
         parts += _latency_section(view)
-        series = charts.plot_series(view)
-        if series:
-            per_second = {
-                f"{cv.drive} {cv.test}": svg
-                for cv in view.cells
-                if (svg := charts.plot_latency_series(cv)) is not None
-            }
-            parts.append(
-                "<h3>tps per second per client"
-                + (", and latency per second" if per_second else "")
-                + "</h3>"
-            )
-            parts += [
-                f"<div class=pair><figure>{svg}</figure><figure>{per_second[label]}</figure></div>"
-                if label in per_second
-                else f"<figure>{svg}</figure>"
-                for label, svg in series
-            ]
+        parts += _series_section(view)
         lat = charts.plot_latency(view)
         if lat:
             parts.append(f"<h3>Latency distribution</h3><figure>{lat}</figure>")
@@ -422,17 +320,119 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
                 parts.append(f"<figure>{sweep}</figure>")
         parts.append(_physics(view))
         parts += _environment_section(view)
-        # run facts are per run (the Database table shows them); device facts repeat per run
-        env = dict.fromkeys(
-            (f.scope, f.host or "", f.key, str(f.value))
-            for f in view.facts
-            if f.scope not in ("run", ratesearch.FACT)  # a search has its own section
-        )
-        if env:
-            parts.append("<h3>Environment and device facts</h3>")
-            parts.append(_table(["scope", "host", "key", "value"], [list(r) for r in env], 99))
+        parts += _facts_section(view)
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _summary_section(view: ScenarioView) -> list[str]:
+    """The scenario's heading, its description, the cells' table and their warnings."""
+    parts = [f"<h2>Scenario {html.escape(view.info.name)}</h2>"]
+    if view.info.description:
+        parts.append(f"<p class=desc>{html.escape(view.info.description.strip())}</p>")
+    rows = [
+        [
+            cv.drive,
+            cv.test,
+            fmt_tps(cv.stats.tps),
+            fmt_ratio(cv.baseline_ratio, cv.is_baseline),
+            f"{cv.stats.tps_reported.mean:,.1f}" if cv.stats.tps_reported else "-",
+            fmt_ms(cv.stats.latency_p95_s.mean if cv.stats.latency_p95_s else None),
+            str(cv.stats.clients),
+            fmt_runs(cv.stats),
+        ]
+        for cv in view.cells
+    ]
+    head = ["drive", "test", "tps ± CI", f"x {view.baseline}", "pgbench sum", "p95 ms"]
+    parts.append(_table([*head, "clients", "runs"], rows))
+    parts += [
+        f"<p class=warn>warning: {html.escape(f'{cv.drive} {cv.test}: {w}')}</p>"
+        for cv in view.cells
+        for w in cv.warnings
+    ]
+    parts += [
+        f"<p class=note>{kind}: {html.escape(x)}</p>"
+        for kind, lines in (("checkpoint", checkpoint_lines), ("start", start_lines))
+        for x in lines(view)
+    ]
+    return parts
+
+
+#: the columns of the runs' table
+RUN_COLUMNS = (
+    "drive",
+    "test",
+    "rep",
+    "status",
+    "tps (window)",
+    "pgbench sum",
+    "start skew s",
+    "p95 ms",
+    "reason",
+)
+
+
+def _runs_section(view: ScenarioView) -> list[str]:
+    """Every run of every cell, a partial or failed one in its status's colour."""
+    trs = []
+    for cv in view.cells:
+        for r in cv.stats.runs:
+            cls = "" if r.status == RunStatus.COMPLETE else r.status.value
+            row = [
+                cv.drive,
+                cv.test,
+                str(r.repetition) + (f" (attempt {r.attempt})" if r.attempt > 1 else ""),
+                r.status.value,
+                "-" if r.tps is None else f"{r.tps:,.1f}" + ("" if r.windowed else " (sum)"),
+                "-" if r.tps_reported_sum is None else f"{r.tps_reported_sum:,.1f}",
+                "-" if r.start_skew_s is None else f"{r.start_skew_s:.3f}",
+                fmt_ms(r.latency_p95_s),
+                r.reason or "",
+            ]
+            tds = "".join(f"<td>{html.escape(v)}</td>" for v in row)
+            trs.append(f'<tr class="{cls}">{tds}</tr>')
+    head = "".join(f"<th>{h}</th>" for h in RUN_COLUMNS)
+    return ["<h3>Runs</h3>", f"<table><tr>{head}</tr>{''.join(trs)}</table>"]
+
+
+def _series_section(view: ScenarioView) -> list[str]:
+    """Each cell's tps per second per client, beside its latency per second if it has one."""
+    series = charts.plot_series(view)
+    if not series:
+        return []
+    per_second = {
+        f"{cv.drive} {cv.test}": svg
+        for cv in view.cells
+        if (svg := charts.plot_latency_series(cv)) is not None
+    }
+    parts = [
+        "<h3>tps per second per client"
+        + (", and latency per second" if per_second else "")
+        + "</h3>"
+    ]
+    parts += [
+        f"<div class=pair><figure>{svg}</figure><figure>{per_second[label]}</figure></div>"
+        if label in per_second
+        else f"<figure>{svg}</figure>"
+        for label, svg in series
+    ]
+    return parts
+
+
+def _facts_section(view: ScenarioView) -> list[str]:
+    """The stored facts but the runs' (the Database table shows them) and the rate
+    searches' (their own section), each distinct one once (device facts repeat per run)."""
+    env = dict.fromkeys(
+        (f.scope, f.host or "", f.key, str(f.value))
+        for f in view.facts
+        if f.scope not in ("run", ratesearch.FACT)
+    )
+    if not env:
+        return []
+    return [
+        "<h3>Environment and device facts</h3>",
+        _table(["scope", "host", "key", "value"], [list(r) for r in env], 99),
+    ]
 
 
 def _physics(view: ScenarioView) -> str:
