@@ -2,7 +2,9 @@
 ``drivelab_argv.FILESYSTEMS`` (candidate_drive's module_utils). Everything else that
 must name them (the scenario schema, drive_format's and the role's argument specs, the
 preflight filter, the allow-lists, the packages installed, docs/scenarios.md) either
-reads the table or is held to it here, and no other code lists them."""
+reads the table or is held to it here, and no other code lists them. The lab's drive
+classes are the keys of role lab's ``lab_drive_classes`` (its defaults), held the same
+way: its argument spec, the drives that name a class, docs/lab.md's table."""
 
 from __future__ import annotations
 
@@ -131,3 +133,64 @@ def test_the_scenario_docs_list_the_table():
     )
     allowed = row.split("|")[3]
     assert tuple(re.findall(r"`([^`]+)`", allowed)) == TABLE
+
+
+LAB_DEFAULTS = yaml.safe_load((ROLES / "lab" / "defaults" / "main.yml").read_text())
+CLASSES = LAB_DEFAULTS["lab_drive_classes"]
+
+
+def test_no_code_lists_the_drive_classes():
+    """The lab's code reads the classes from the table (the preflight, the loop devices'
+    caps, the VM's drives, the inventory's rpm); a list of them anywhere else in the code
+    is a second table that a new class would miss. Tests and benches name drives, which
+    the lab names after their classes, and are not scanned."""
+    found = []
+    for folder in ("collector", "roles", "playbooks"):
+        for path in sorted((REPO / folder).rglob("*")):
+            if path.suffix not in {".py", ".yml", ".yaml", ".j2", ".sh"}:
+                continue
+            rel = str(path.relative_to(REPO))
+            found += [
+                f"{rel}: {line}" for line in listings(path.read_text("utf-8"), tuple(CLASSES))
+            ]
+    assert found == []
+
+
+def test_the_lab_argument_spec_offers_the_drive_class_table():
+    spec = yaml.safe_load((ROLES / "lab" / "meta" / "argument_specs.yml").read_text())
+    options = spec["argument_specs"]["main"]["options"]
+    assert options["lab_drive_classes"]["default"] == CLASSES
+    for key in ("lab_drives", "lab_vm_drives"):
+        assert options[key]["default"] == LAB_DEFAULTS[key], key
+
+
+def test_every_lab_drive_is_of_a_class_in_the_table():
+    drives = LAB_DEFAULTS["lab_drives"] + LAB_DEFAULTS["lab_vm_drives"]
+    assert {d["class"] for d in drives} <= set(CLASSES)
+    # every class is made by the default lab, so a class no drive uses is not dead weight
+    assert {d["class"] for d in LAB_DEFAULTS["lab_drives"]} == set(CLASSES)
+    preflight = (ROLES / "lab" / "tasks" / "preflight.yml").read_text()
+    assert preflight.count("item.class in lab_drive_classes") == 2
+
+
+def test_the_lab_docs_table_is_the_drive_class_table():
+    """docs/lab.md's "Emulated classes" table: a row per class, in the table's order,
+    with its backing, cap and rotation rate."""
+    lines = (REPO / "docs" / "lab.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index("| class | backing | IOPS cap | `rpm` in the inventory "
+                        "| measured (fio randread 4 KiB qd1, 5 s, in the DB host) |")  # fmt: skip
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        name, backing, cap, rpm = (cell.strip() for cell in line.split("|")[1:5])
+        rows.append((name, backing, cap, rpm))
+    assert rows == [
+        (
+            name,
+            {"shm": "RAM", "disk": "disk"}[row["backing"]],
+            str(row["iops"]) if row["iops"] else "none",
+            str(row["rpm"]),
+        )
+        for name, row in CLASSES.items()
+    ]
