@@ -194,3 +194,22 @@ def test_the_lab_docs_table_is_the_drive_class_table():
         )
         for name, row in CLASSES.items()
     ]
+
+
+def test_a_drive_requests_defaults_are_spelled_once_and_documented_as_such():
+    """format, facts and remove read the request through role vars that fill each
+    filesystem's unset keys (no ``item.fs | default(...)`` of their own); the argument
+    spec documents the same defaults."""
+    role_vars = yaml.safe_load((ROLES / "candidate_drive" / "vars" / "main.yml").read_text())
+    defaults = role_vars["__candidate_drive_request_defaults"]
+    spec = yaml.safe_load((ROLES / "candidate_drive" / "meta" / "argument_specs.yml").read_text())
+    for entry in spec["argument_specs"].values():
+        request = entry.get("options", {}).get("candidate_drive_request")
+        if request:
+            documented = {k: v["default"] for k, v in request["options"].items() if "default" in v}
+            assert documented == defaults
+    for task_file in ("format", "facts", "remove"):
+        text = (ROLES / "candidate_drive" / "tasks" / f"{task_file}.yml").read_text()
+        assert "__candidate_drive_requests" in text and "| default(" not in text.replace(
+            "candidate_drives | default([])", ""
+        ).replace("__candidate_drive_reg_wcache.results | default([])", ""), task_file
