@@ -7,6 +7,7 @@ role it depends on in meta/main.yml)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import typing
 from pathlib import Path
@@ -105,9 +106,14 @@ def test_the_pgbench_vocabulary_agrees():
     options = spec["argument_specs"]["main"]["options"]
     assert options["pgbench_run_mode"]["choices"] == modes
     assert options["pgbench_run_log"]["choices"] == logs
-    run_vars = yaml.safe_load((ROLES / "pgbench_run/vars/main.yml").read_text())
-    assert list(run_vars["__pgbench_run_mode_options"]) == modes
-    assert list(run_vars["__pgbench_run_log_options"]) == logs
+    argv = importlib.util.spec_from_file_location(
+        "drivelab_pgbench_filter_facts", ROLES / "pgbench_run/filter_plugins/pgbench.py"
+    )
+    assert argv and argv.loader
+    pgbench = importlib.util.module_from_spec(argv)
+    argv.loader.exec_module(pgbench)
+    assert list(pgbench.MODES) == modes, "pgbench_run's filter drivelab_pgbench_argv"
+    assert list(pgbench.LOGS) == logs, "pgbench_run's filter drivelab_pgbench_argv"
     assert list(cell.MODES) == modes, "collector.cell.MODES"
     assert list(cell.LOGS) == logs, "collector.cell.LOGS"
     workload = schema.Workload.model_fields
