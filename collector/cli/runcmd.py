@@ -37,7 +37,7 @@ def _settings_not_checked(scen, console) -> None:
 
 
 def _import_report() -> None:
-    """Imports the HTML report's modules (matplotlib, scipy: about 1 s of CPU) while the
+    """Imports the HTML report's modules (matplotlib, scipy: a lot of CPU to import) while the
     scenario runs, this thread at a lower priority, so that the report at the end does
     not wait for them. An import that fails here fails again, and is told, there."""
     with contextlib.suppress(OSError):

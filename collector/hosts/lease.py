@@ -13,7 +13,8 @@ ends (:class:`LeaseLost`).
 
 Reaching the DB host: over SSH with the inventory's key and known_hosts (as the live view
 does, :func:`collector.scenario.inventory.ssh_settings`), else through ``ansible`` (an
-ad-hoc call of the module, about a second of the controller's CPU each).
+ad-hoc call of the module, a process start and a module run each, dear on the controller's
+CPU: docs/scaling.md, "Why the hot path is shaped as it is").
 """
 
 from __future__ import annotations
@@ -110,10 +111,10 @@ class Transport(Protocol):
 
 class SshTransport:
     """The rule book run by the host's python3 over one SSH connection kept open
-    (paramiko, the inventory's key, its known_hosts only): about 30 ms of the host's CPU
-    per call. A dropped connection is opened again on the next call."""
+    (paramiko, the inventory's key, its known_hosts only): one exec and no process start
+    on the controller per call. A dropped connection is opened again on the next call."""
 
-    #: a call costs tens of milliseconds: the run renews before every playbook
+    #: a call is cheap (no new connection, no Ansible): the run renews before every playbook
     cheap = True
 
     def __init__(self, ssh: dict[str, Any], timeout: float = 20.0) -> None:
@@ -170,7 +171,7 @@ class AnsibleTransport:
     """The module drivelab_lease, called ad hoc with ``ansible`` (an inventory without an
     SSH key and known_hosts file of its own: Ansible knows how to reach the host)."""
 
-    #: a call costs about a second: each playbook checks on the host itself
+    #: a call is an ansible process and a module run: each playbook checks on the host itself
     cheap = False
 
     def __init__(self, inventory: Path, host: str) -> None:
@@ -407,9 +408,9 @@ class Lease:
 
     def fresh(self) -> float | None:
         """Renewed now, before a playbook starts, when that is cheap (over the SSH
-        connection the heartbeat keeps open, tens of milliseconds): the wall-clock
-        instant it was (the playbook's lease play then skips its own check on the host,
-        0.5 s), else None (the Ansible transport, or a renewal that failed: the playbook
+        connection the heartbeat keeps open): the wall-clock instant it was (the
+        playbook's lease play then skips its own check on the host, a task and a module
+        run), else None (the Ansible transport, or a renewal that failed: the playbook
         checks on the host, as it always did). A lease found lost is set :attr:`lost`."""
         if not self.transport.cheap:
             return None

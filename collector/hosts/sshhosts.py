@@ -2,8 +2,9 @@
 paramiko with the inventory's own key and its known_hosts file only (host keys are never
 trusted blindly), one thread per host. ``drivelab run`` asks each host whether it
 answers (its preflight) and reads the provisioning stamps this way: with Ansible they
-were a process start and a play each (``ansible -m ping`` 1.3 s; the stamp play of
-provision.yml, about 3 s, on every run on a provisioned lab).
+were a process start and a play each (``ansible -m ping``; the stamp play of
+provision.yml, on every run on a provisioned lab: docs/scaling.md, "Why the hot path is
+shaped as it is").
 
 Only hosts the inventory file names a key and a known_hosts file for are reached so
 (:func:`collector.scenario.inventory.ssh_settings`); otherwise, and whenever a host

@@ -1,15 +1,15 @@
 """ansible-playbook started ahead of its stage: the next stage's process is already running
 and has imported Ansible when the stage asks for it.
 
-An ``ansible-playbook`` costs about 1 s before its first task: 0.5 s of it importing
-Ansible (the same modules every time), the rest reading its configuration, inventory and
+Before its first task an ``ansible-playbook`` imports Ansible (the same modules every
+time, a good part of that time), then reads its configuration, inventory and
 playbook. ``drivelab run`` starts a stage after a stage (a scenario of 2 cells: 5, and
 one per repetition more), so while one stage runs, a spare process (this module run as
 ``python -m collector.hosts.warmstart``) imports Ansible at a lower priority and waits on its
 stdin. The next stage hands it its command line and its own variables (one line of JSON)
 and it becomes that ``ansible-playbook``: the same process the runner reads, stops and
-waits for as before. Measured on the lab: 0.3 s from the hand-over to the playbook's
-first play, against 0.85-0.9 s for a new process.
+waits for as before, reaching its first play sooner than a new process would
+(docs/scaling.md, "Why the hot path is shaped as it is").
 
 A spare is used only when the stage's environment is the one it was started with (Ansible
 reads its configuration when imported); otherwise it is ended and the stage starts a

@@ -45,8 +45,8 @@ GAUGES = (
 LABELS = ("scenario", "cell", "run", "client", "drive")
 #: seconds the server's loop waits between looks at a stop request: stop() returns
 #: within it. prometheus_client's own start_http_server loops at 0.5 s, and a live
-#: session stops its exporter at the end of every repetition: 0.25 s of each on average
-#: (0.43 and 0.25 s measured), where 0.05 s costs the controller 20 wake-ups a second.
+#: session stops its exporter at the end of every repetition, so that wait was dead time
+#: of each (docs/scaling.md); 0.05 s costs the controller 20 wake-ups a second.
 POLL_S = 0.05
 
 

@@ -47,8 +47,8 @@ class PlainLogFormatter(LogFormatter):
 def _log(ax, which: str, base: float = 10) -> None:
     """A log scale on ``ax``'s ``which`` axis ("x" or "y") labelled in plain numbers
     (100, 1000, 20), where matplotlib's default writes 10^2 in TeX: the same ticks and
-    labels, without a mathtext parse of every label (the overhead scenario's HTML report:
-    3.4 -> 2.9 s of CPU)."""
+    labels, without a mathtext parse of every label (CPU of every HTML report:
+    docs/scaling.md, "Why the hot path is shaped as it is")."""
     axis = ax.xaxis if which == "x" else ax.yaxis
     (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=base)
     axis.set_major_formatter(PlainLogFormatter(base))
@@ -67,7 +67,7 @@ _MARK = "\0drivelab-figure-{}\0"
 
 
 #: the forked copy's figures are drawn by the report itself after this long without an
-#: answer (a whole report's 14 figures take about 1.5 s on the 2-core lab machine)
+#: answer (far longer than a whole report's figures take to draw: docs/scaling.md)
 DRAW_TIMEOUT_S = 60.0
 
 
@@ -90,8 +90,7 @@ def _draw(fig: Figure) -> str:
 def _draw_all(figs: list[Figure]) -> list[str]:
     """Each figure's SVG. Where there are two CPUs or more, every other figure is drawn by
     a forked copy of this process meanwhile: drawing is CPU-bound and one Python process
-    draws on one CPU (the overhead scenario's report, 14 figures: 1.47-1.66 s drawn here
-    alone, 0.92-1.25 s in two; `drivelab report --html` 3.4-3.5 -> 2.0-2.3 s). The copy
+    draws on one CPU (docs/scaling.md, "Why the hot path is shaped as it is"). The copy
     only draws the figures it inherited and writes their SVG to a pipe; one that fails,
     or gives no answer within DRAW_TIMEOUT_S, is ended and its figures drawn here."""
     if len(figs) < 2 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):

@@ -212,7 +212,7 @@ class ScenarioRun:
     def provision(self) -> None:
         opts = self.opts
         # provisioning installs the DB host's drive tools and fio, or finds a host that
-        # it did so with the same roles: the stages after it need not check (1.8 s each)
+        # it did so with the same roles: the stages after it need not check (an apt check each)
         self.drives.tools = self.drives.fio = True
         if opts.reprovision:
             runner.provision(inventory=opts.inventory, stream=opts.verbose)
@@ -357,7 +357,7 @@ class ScenarioRun:
         """The cell's database stage. When the last one left the same cluster with the
         same settings running and only complete runs came since, the stage leaves the
         cluster's part out (reading the clusters, checking, writing and applying the
-        settings: about 1.5 s a cell); should that fail, the whole stage runs."""
+        settings, in every cell); should that fail, the whole stage runs."""
         cell, opts = planned.cell, self.opts
         wanted = (cell.cluster, tuple(sorted(cell.pg_settings.items())))
         current, self.server.cluster = wanted == self.server.cluster, None

@@ -20,7 +20,7 @@ def preflight(inventory: Path, console: Console, hosts: dict[str, Any] | None = 
     """Every host answers over SSH before any drive is touched; else one line naming it.
     ``hosts``: the parsed inventory; when its file gives every host a key and a
     known_hosts file, they are asked over SSH directly, all at once (a command that does
-    nothing; 0.2-0.3 s where Ansible's ping took 1.3 s). Any other case, and any host
+    nothing, no Ansible process: docs/scaling.md). Any other case, and any host
     that does not answer so, is Ansible's to judge (its view of the inventory is the one
     that counts): read from its JSON output (its ``json`` callback), never its words."""
     if hosts is not None:

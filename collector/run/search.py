@@ -52,8 +52,8 @@ class CellSearch:
     step is the cell at one total rate, its own cell (``-r<rate per host>``), run once
     through the conductor's ``run_one`` (run, gather, store; a partial run again up to
     ``retries`` times) without the cold start: the p99 searched is the warm, steady
-    state's, not the cache warming up (on a cold 120-IOPS drive that alone was 230 ms to
-    1 s in an 8 s step). Each step is settled first (vacuums, CHECKPOINT, sync; caches
+    state's, not the cache warming up (on a cold 120-IOPS drive that alone set a short
+    step's p99: docs/scaling.md). Each step is settled first (vacuums, CHECKPOINT, sync; caches
     kept): nothing the step before left to write out. That was not all an overload left
     (lab hdd7200, settled: 56/s broke at p99 2.3 s right after 160/s, 66/s held twice
     later), so a break right after an overload is run again after a hold

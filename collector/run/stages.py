@@ -107,14 +107,14 @@ def provision_unless_unchanged(
     stamp of an earlier provisioning with the same roles, inventory and passwords
     (:func:`provision_stamp`). Returns the result and whether it stopped there. When the
     inventory file gives every host a key and a known_hosts file, the stamps are read
-    over SSH first (:mod:`collector.hosts.sshhosts`, 0.2-0.3 s): all current, no playbook runs
+    over SSH first (:mod:`collector.hosts.sshhosts`, no Ansible): all current, no playbook runs
     at all (result None); any other, the playbook provisions in full without reading
     them again, and leaves the removal of a stale stamp out on hosts found with none;
     where they cannot be read so, the playbook reads them and decides."""
     stamps = read_stamps(inventory)
     if stamps is not None and _all_current(stamps, inventory):
         return None, True
-    # a host with no stamp at all has none to remove first (a fresh one: 0.4-0.7 s each)
+    # a host with no stamp at all has none to remove first (a task and a module run each)
     unstamped = tuple(sorted(h for h, have in (stamps or {}).items() if have == ""))
     return _provision(inventory, stream, skip_unchanged=stamps is None, unstamped=unstamped)
 
@@ -252,7 +252,7 @@ def prepare_drives(
 ) -> PlaybookResult:
     """The drives of ``request`` gated, formatted, mounted, described (playbooks/drives.yml).
     ``install_packages``: make sure of the DB host's drive tools (apt); a scenario's later
-    drive stages leave it out once an earlier one has done it (1.8 s each)."""
+    drive stages leave it out once an earlier one has done it (an apt check each)."""
     extra: dict[str, Any] = {
         "candidate_drive_request": request,
         "candidate_drive_write_cache": write_cache,
@@ -275,7 +275,7 @@ def run_pretests(
 ) -> PlaybookResult:
     """fio and pg_test_fsync on the mounted filesystems of ``request`` (the scenario's
     :class:`~collector.scenario.Pretests` as a dict); outputs land in ``out_dir``.
-    ``install_packages``: make sure of fio on the DB host (apt, 1.8 s); a scenario's later
+    ``install_packages``: make sure of fio on the DB host (an apt check); a scenario's later
     pre-tests leave it out once an earlier one has done it."""
     out_dir.mkdir(parents=True, exist_ok=True)
     extra = {
@@ -303,8 +303,8 @@ def release(
     """Drops drivelab's own databases, tablespaces and clusters on these filesystems, so
     that the gate lets them be reformatted. ``provisioned`` and ``pg_major`` as for
     :func:`prepare_database`: drivelab's cluster then needs only to be running (the whole
-    postgresql_server role, its packages, access rules and roles checked again, was
-    about 4 s of a 13-14 s release in a profiled run)."""
+    postgresql_server role, its packages, access rules and roles checked again, was a
+    good part of a release: docs/scaling.md)."""
     extra: dict[str, Any] = {"pgbench_database_release": list(filesystems)}
     if provisioned:
         extra |= {"postgresql_server_only_running": True, "postgresql_server_installed": True}

@@ -57,11 +57,11 @@ class PlannedCell:
 
 def drive_batch(cells: list[PlannedCell]) -> list[dict[str, Any]] | None:
     """The filesystems of all ``cells`` as one request for playbooks/drives.yml, made and
-    mounted together before the first cell (one drives stage instead of one per drive:
-    4 to 6 s each, bench/steps.py), or None when they cannot all stand at once: fewer
-    than two, a write cache to switch (a cell's own state), or a filesystem name or a
-    drive asked for in two ways (one drive ext4 in a cell and xfs in another, or alone
-    and in a RAID set)."""
+    mounted together before the first cell (one drives stage instead of one per drive,
+    each a playbook of its own: docs/scaling.md), or None when they cannot all stand at
+    once: fewer than two, a write cache to switch (a cell's own state), or a filesystem
+    name or a drive asked for in two ways (one drive ext4 in a cell and xfs in another,
+    or alone and in a RAID set)."""
     items: dict[str, dict[str, Any]] = {}
     owner: dict[str, str] = {}
     for planned in cells:

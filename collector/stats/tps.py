@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# scipy.stats itself (0.4-0.7 s to import, most of a report's start) only where Welch's
-# test runs: the t quantiles are scipy.special's stdtrit, which scipy.stats' t.ppf calls
+# scipy.stats itself (slow to import, most of a report's start: docs/scaling.md) only
+# where Welch's test runs: the t quantiles are scipy.special's stdtrit, which scipy.stats'
+# t.ppf calls
 from scipy import special
 
 from collector.records import CellSpec, ClientResult, RunStatus, SeriesPoint

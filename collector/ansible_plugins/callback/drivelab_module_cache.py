@@ -1,8 +1,8 @@
 # Keeps Ansible's module payloads (AnsiballZ: a module zipped with the module_utils it
 # imports) from one ansible-playbook run to the next. Ansible builds them into a folder of
 # its own run's temporary directory, so every run builds each module it uses again: the
-# first run of a module in a playbook cost 0.15-0.2 s more than the next ones, about 1 s
-# of a 7 s database playbook (docs/scaling.md). When a playbook starts, this plugin fills
+# first run of a module in a playbook costs more than the next ones (docs/scaling.md,
+# "Why the hot path is shaped as it is"). When a playbook starts, this plugin fills
 # that folder from a lasting one, ~/.ansible/drivelab-module-cache/<key>, and when it
 # ends, adds to it what the run built. The key is a hash of everything a payload is built
 # from: ansible-core's and the collections' versions and install paths, and the content
@@ -17,11 +17,11 @@
 #
 # A payload kept also carries the bytecode of its Python files, compiled once here by the
 # controller's Python: on the hosts Python otherwise compiles every module_util the
-# module imports from the zip's sources on every module run (0.13 s of a ping module's
-# 0.18 s on this lab). Each .pyc is checked-hash (PEP 552): Python uses it only when its
-# magic number is the host Python's own and its hash matches the source beside it in
-# the zip, and reads the source otherwise, as it does without one (hosts with another
-# Python version gain nothing and lose nothing). A payload this plugin cannot read
+# module imports from the zip's sources on every module run, most of a small module's
+# time on the host (docs/scaling.md). Each .pyc is checked-hash (PEP 552): Python uses it
+# only when its magic number is the host Python's own and its hash matches the source
+# beside it in the zip, and reads the source otherwise, as it does without one (hosts with
+# another Python version gain nothing and lose nothing). A payload this plugin cannot read
 # (another ansible-core's format) is kept as Ansible built it.
 from __future__ import annotations
 

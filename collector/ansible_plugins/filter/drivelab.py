@@ -248,8 +248,8 @@ def _wipe_ok(value):
 
 def drivelab_preflight_drives(drives, pattern):
     """The inventory's candidate_drives (a list), each entry checked: the messages of
-    the wrong ones (index and name), [] when all are right. One filter run where an
-    assert looped over the entries (0.14 s of every playbook's preflight)."""
+    the wrong ones (index and name), [] when all are right. One filter run, not an
+    assert looped over the entries: every playbook's preflight runs it."""
     if not _is_list(drives):
         return ["candidate_drives must be a list of drives in the inventory"]
     bad = []

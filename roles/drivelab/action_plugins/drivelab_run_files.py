@@ -7,8 +7,9 @@ file's name is its base name only: nothing is written outside the folder.
 
 It runs where it is: on the controller, in the worker of the task, with no module sent
 anywhere. The command it replaced (a constant Python script run by ``command`` delegated
-to localhost) cost a module run and two Python start-ups, about 0.3 s twice on the DB
-host's path of every repetition (bench/steps.py). In check mode nothing is written."""
+to localhost) cost a module run and two Python start-ups, twice on the DB host's path of
+every repetition (docs/scaling.md, "Why the hot path is shaped as it is"). In check mode
+nothing is written."""
 
 from __future__ import annotations
 

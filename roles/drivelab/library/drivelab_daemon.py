@@ -8,7 +8,7 @@ change, the running daemon is stopped and started again with the new ones. With
 ``wait_port``, the call returns once something accepts connections on that port and the
 daemon still runs (someone else on the port does not pass for it), and fails as soon as
 the daemon has died: one module run where a start, ``wait_for`` and a status were three
-(0.3-0.6 s each on the lab's hosts when they share the cores with other work)."""
+(docs/scaling.md, "Why the hot path is shaped as it is")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """One JSON value from a drivelab cluster, read with psql as postgres over the server's
 Unix socket: psql is PostgreSQL's own client, on every DB host, so no driver is needed.
 Used by the modules on the path of every repetition, each of which reads the server in
-the module run it does anyway (a module run of its own, community.postgresql's query,
-cost 0.4-0.6 s per reading, bench/steps.py): drivelab_environment (the settings, and the
+the module run it does anyway (not a module run of its own, community.postgresql's
+query, per reading: docs/scaling.md): drivelab_environment (the settings, and the
 snapshot before the run) and drivelab_pg_snapshot (the snapshot after it)."""
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ drives on the DB host's cgroup set exactly to ``throttle`` ([] lifts them all), 
 v1 (blkio) or v2 (io.max). The cgroups are the lab machine's, which is the controller:
 this runs there, in the worker of the task, with no module sent anywhere, through the
 same code the module ``lab_cgroup`` runs (module_utils ``drivelab_cgroup``, loaded from
-this role's folder). ``lab_cgroup`` run on localhost cost a module run, 0.35-0.45 s, and
-a cell's stages lift and put back the caps four to six times. In check mode it only says
-whether anything would change. The group must be the lab's own (named drivelab...)."""
+this role's folder). ``lab_cgroup`` run on localhost cost a module run (docs/scaling.md),
+and a cell's stages lift and put back the caps four to six times. In check mode it only
+says whether anything would change. The group must be the lab's own (named drivelab...)."""
 
 from __future__ import annotations
 

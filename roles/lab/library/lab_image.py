@@ -45,7 +45,8 @@ SPARE_BYTES = 64 * 1024**2
 
 # The VM's first boot: the seed disk (a tar archive the lab writes per VM, serial
 # drivelab-seed) unpacked over the root before the network and sshd start, as
-# cloud-init's NoCloud would, without its minute of Python under an emulated CPU.
+# cloud-init's NoCloud would, without its long run of Python under an emulated CPU
+# (docs/scaling.md).
 SEED_UNIT = """\
 [Unit]
 Description=drivelab lab: this host's own files from the lab's seed disk

@@ -4,12 +4,12 @@ of each drivelab database, the server's version and the settings that matter, th
 cell's own settings as the server reports them, and the host's memory (its cgroup
 limit in the lab, MemTotal on a real host). Read-only, but for ``marked``: the databases
 pgbench -i has just filled get the init marker first (COMMENT ON DATABASE, in the same
-psql session; a module run of its own per client cost 0.6 s per database stage).
+psql session; not a module run of its own per client in every database stage).
 
 Three community.postgresql queries and host_memory did this before, a module run each
-(0.35-0.5 s apiece in a profiled run). psql as postgres over the Unix socket (module_utils
-drivelab_psql); the names of the cell's settings go to psql as a variable, never into
-the SQL text."""
+(docs/scaling.md, "Why the hot path is shaped as it is"). psql as postgres over the Unix
+socket (module_utils drivelab_psql); the names of the cell's settings go to psql as a
+variable, never into the SQL text."""
 
 from __future__ import annotations
 

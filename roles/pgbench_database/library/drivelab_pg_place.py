@@ -11,10 +11,10 @@ many as the memory that holds on this host allows beside the server's shared_buf
 with maintenance_work_mem for each init's index builds (module_utils drivelab_memory;
 its figures in ``init_memory``).
 
-Eight tasks did this before, a module run each (0.3-1.0 s apiece, about 3.4 s of every
-database stage in a profiled run). psql as postgres over the Unix socket (module_utils
-drivelab_psql); names and paths go to psql as variables, never into the SQL text. Only
-databases and tablespaces named drivelab_* are ever dropped."""
+Eight tasks did this before, a module run each in every database stage
+(docs/scaling.md, "Why the hot path is shaped as it is"). psql as postgres over the Unix
+socket (module_utils drivelab_psql); names and paths go to psql as variables, never into
+the SQL text. Only databases and tablespaces named drivelab_* are ever dropped."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """The cold start of one measured run, on the DB host, in one module run (each step as a
-task of its own cost a module run, 0.3-0.6 s, on the path of every repetition): the steps
+task of its own cost a module run on the path of every repetition): the steps
 and their order are module_utils drivelab_coldstart's. A step that fails ends the module
 with one line naming it (the other steps of its stage still end); ``seconds`` says what
 each step took, from the start of its stage. playbooks/pgbench.yml has the module

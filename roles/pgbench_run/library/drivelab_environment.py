@@ -10,15 +10,15 @@ filesystem's own read-only tools (dumpe2fs -h, xfs_info), by argument vector.
 Given a cluster's ``port`` (and the client ``databases``), the same module run also
 reads PostgreSQL (psql as postgres: its version, the settings it was given, where the
 client databases live, which is then the path described) and the host's memory
-(module_utils drivelab_memory): three module runs on the path of every repetition
-were 0.8 s of it. Given ``snapshot_sql`` (the role's snapshot query), it reads the
-server's counters before the run as well, last, in the same module run (module_utils
-drivelab_psql): a module run of its own cost 0.4-0.6 s on that path.
+(module_utils drivelab_memory): not three module runs on the path of every repetition.
+Given ``snapshot_sql`` (the role's snapshot query), it reads the server's counters before
+the run as well, last, in the same module run (module_utils drivelab_psql): not a module
+run of its own on that path (docs/scaling.md, "Why the hot path is shaped as it is").
 
 Given ``cold_start`` (the cluster and its major version), the same module run first does
 the run's cold start (module_utils drivelab_coldstart; the module drivelab_cold_start
-alone cost a module run of its own, 0.5-1.0 s more on the DB host's path before every
-repetition in a profiled run): a failed cold start fails the module, naming its step
+alone is one module run more on the DB host's path before every repetition): a failed
+cold start fails the module, naming its step
 (``cold_start_failed``); what fails after it is the environment's, and every result,
 failed or not, carries ``cold_start`` with each step's seconds. Its ``mode`` "settled"
 is the settled start instead (a rate search's warm steps: vacuums, CHECKPOINT, sync; the

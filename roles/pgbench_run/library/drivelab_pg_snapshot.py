@@ -4,8 +4,8 @@ role's query (vars/main.yml ``__pgbench_run_stats_sql``: each client database's 
 counters, the server's checkpoint, background writer, WAL and I/O views, its clock and
 where it logs). After the run (``checkpoint_log``), the same module run also picks the
 server log's checkpoint lines between the before snapshot's clock (``since``) and this
-one's from the end of the log (module_utils drivelab_checkpointlog): a module run for
-the query and another for the log cost 0.4-0.6 s each on the path of every repetition.
+one's from the end of the log (module_utils drivelab_checkpointlog): not a module run
+for the query and another for the log on the path of every repetition (docs/scaling.md).
 
 The query comes from the role, never from an operator; a query that fails fails the
 module with psql's last line. A log that cannot be read does not: ``log.problem`` says

@@ -6,9 +6,9 @@ starts are not spread by their vacuums (pgbench then runs with -n); a CHECKPOINT
 stop is quick; stop PostgreSQL (drop_caches does not empty shared_buffers); sync and drop
 the page cache; start; then warm each database's catalogs, pgbench_branches and
 pgbench_tellers and run one pgbench transaction (what pgbench reads before its clock
-starts: on a cold 120-IOPS drive that alone spread the clients' first transactions by
-100-500 ms). A server that died (killed, crashed) fails the vacuums: it is then started
-(and recovers) and they run again, so the next run starts from a clean server
+starts: on a cold 120-IOPS drive that alone spread the clients' first transactions
+apart, docs/scaling.md). A server that died (killed, crashed) fails the vacuums: it is
+then started (and recovers) and they run again, so the next run starts from a clean server
 (pg_ctlcluster exit 2: "already running" / "not running"). The start after the
 page-cache drop does not wait for pg_ctlcluster (run by the host's systemd unit, or
 directly where there is no systemd), which sleeps 2 s
@@ -16,12 +16,12 @@ however soon the server is up: it waits for the server to accept connections its
 (module_utils drivelab_pgstart, role drivelab's). Only drivelab's own clusters and
 databases: anything else is refused, nothing touched. The steps on the client databases
 (vacuum, warm, the one transaction) run for every database at once, a stage each: one
-after another they cost about 0.17 s per client database of every repetition.
+after another they would cost time per client database of every repetition.
 
 The settled start (``mode`` "settled": a rate search's warm steps) keeps the server
 running and its caches: the vacuums, the CHECKPOINT and a sync, so a step starts with
-nothing the step before left to write out (on the lab's hdd7200 a step at 56/s run
-right after one at 160/s broke at p99 3.8 s, twice, and 66/s held at 60-83 ms later)."""
+nothing the step before left to write out (without it a step run right after a much
+faster one broke on what that one left: docs/scaling.md)."""
 
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ def psql(port, db, commands, quiet=("-q",)):
 def stages(major, cluster, port, databases, systemd=False):
     """The steps in order, as stages: a stage's steps (step, argv or callable, exit codes
     that are fine) touch one client database each and run at once; the stages run one
-    after another. A step per database one after another cost about 0.17 s per client
-    database of every repetition (3 processes each: 5 s at 32 clients). The start after
+    after another. A step per database one after another would cost time per client
+    database of every repetition (3 processes each: docs/scaling.md). The start after
     the page-cache drop waits only until the server accepts connections (module_utils
     drivelab_pgstart), under systemd or not."""
     start = functools.partial(start_cluster, major, cluster, port, systemd)
@@ -168,7 +168,7 @@ def cold_start(major, cluster, port, databases, mode="cold"):
     start_if_down, vacuums, *rest = _stages(major, cluster, port, databases, systemd, mode=mode)
     # A running server (before every repetition but one after a crash) answers the
     # vacuums: only when one fails is the server started if down and the vacuums run
-    # again (pg_ctlcluster start on a running server cost 0.07-0.17 s of every repetition)
+    # again (not pg_ctlcluster start on a running server in every repetition)
     failed = run_stage(vacuums, seconds)
     if failed:
         failed = run_stage(start_if_down, seconds) or run_stage(vacuums, seconds)

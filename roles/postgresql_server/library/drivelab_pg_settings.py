@@ -13,7 +13,7 @@ applied with a reload (or a restart where one needs it), and verified.
   same module run then writes the settings file: ``head`` (drivelab's own lines) and one
   ``name = 'value'`` line per setting, sorted, atomically, owned by postgres, only when
   its text differs (``written``); a template task after the check cost a module run of
-  its own, 1.3 s of every database stage in a profiled run.
+  its own in every database stage (docs/scaling.md).
 * ``state: judge`` (read-only): the same verdict for each of ``pairs`` ({name, value}),
   never failing: what ``drivelab run`` checks a scenario with before anything runs.
 * ``state: apply``: with the cluster running, and when the settings file ``changed``:
