@@ -27,7 +27,7 @@ from matplotlib.ticker import LogFormatter
 from collector.records import RunStatus
 from collector.report import ScenarioView
 from collector.report import latency as load_steps
-from collector.report.terminal import run_facts
+from collector.report.findings import run_facts
 from collector.verdicts.pretest import summarize
 
 mpl.rcParams["svg.fonttype"] = "path"

@@ -24,14 +24,7 @@ from collector.report import (
     fmt_tps,
 )
 from collector.report import latency as load_steps
-from collector.report.terminal import (
-    PRETEST_COLUMNS,
-    checkpoint_lines,
-    physics_lines,
-    pretest_rows,
-    rate_searches,
-    start_lines,
-)
+from collector.report.findings import PRETEST_COLUMNS, findings, rate_searches
 from collector.stats import ratesearch
 from collector.units import human_size
 from collector.verdicts import environment
@@ -314,7 +307,7 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
             parts += [f"<figure>{svg}</figure>" for _, svg in tele]
         if view.pretests:
             parts.append("<h3>Raw drive pre-tests (fio direct I/O, pg_test_fsync)</h3>")
-            parts.append(_table(list(PRETEST_COLUMNS), pretest_rows(view)))
+            parts.append(_table(list(PRETEST_COLUMNS), [list(r) for r in findings(view).pretests]))
             sweep = charts.plot_sweep(view)
             if sweep:
                 parts.append(f"<figure>{sweep}</figure>")
@@ -350,10 +343,11 @@ def _summary_section(view: ScenarioView) -> list[str]:
         for cv in view.cells
         for w in cv.warnings
     ]
+    said = findings(view)
     parts += [
         f"<p class=note>{kind}: {html.escape(x)}</p>"
-        for kind, lines in (("checkpoint", checkpoint_lines), ("start", start_lines))
-        for x in lines(view)
+        for kind, lines in (("checkpoint", said.checkpoints), ("start", said.starts))
+        for x in lines
     ]
     return parts
 
@@ -439,7 +433,7 @@ def _physics(view: ScenarioView) -> str:
     """The physics checks as a short list, as the terminal report words them."""
     items = [
         f"<li{' class=warn' if p.level == 'warning' else ''}>{html.escape(p.text)}</li>"
-        for p in physics_lines(view)
+        for p in findings(view).physics
     ]
     return f"<h3>Physics checks</h3><ul>{''.join(items)}</ul>" if items else ""
 

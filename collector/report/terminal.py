@@ -2,55 +2,23 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from collector.records import RunStatus
-from collector.report import ScenarioView, fmt_cache, fmt_ms, fmt_ratio
+from collector.report import ScenarioView, fmt_ms, fmt_ratio
 from collector.report import latency as load_steps
-from collector.stats import ratesearch
+from collector.report.findings import (
+    PRETEST_COLUMNS,
+    findings,
+    shared_test,
+    shared_words,
+    test_rest,
+)
 from collector.verdicts import physics
-from collector.verdicts.physics import WARNING
-from collector.verdicts.pretest import summarize
-
-
-def shared_test(view: ScenarioView) -> str | None:
-    """The test every row shares (then printed once above the table), else None."""
-    tests = {cv.test for cv in view.cells}
-    return tests.pop() if len(tests) == 1 else None
-
-
-def test_words(test: str) -> list[str]:
-    """A test's parts (``CellSpec.test``): its words, ``pg <set>`` and ``wc <state>``
-    each one part."""
-    words = test.split()
-    out: list[str] = []
-    for w in words:
-        if out and out[-1] in ("pg", "wc"):
-            out[-1] = f"{out[-1]} {w}"
-        else:
-            out.append(w)
-    return out
-
-
-def shared_words(view: ScenarioView) -> list[str]:
-    """The parts of the test (``tpcb ext4 cluster s5 2cl c4 j2 T8 R100``) that every
-    row's test has, in the first test's order: said once above the table."""
-    tests = [test_words(cv.test) for cv in view.cells]
-    if not tests:
-        return []
-    return [w for w in tests[0] if all(w in t for t in tests[1:])]
-
-
-def test_rest(view: ScenarioView, test: str) -> str:
-    """What a row's test adds to the shared words (``R100``); ``-`` for nothing."""
-    shared = set(shared_words(view))
-    return " ".join(w for w in test_words(test) if w not in shared) or "-"
 
 
 def table(view: ScenarioView) -> Table:
@@ -104,44 +72,8 @@ def table(view: ScenarioView) -> Table:
     return t
 
 
-def _num(value: float | None, scale: float = 1.0, fmt: str = ",.0f") -> str:
-    return "-" if value is None else format(value / scale, fmt)
-
-
-PRETEST_COLUMNS = (
-    "drive",
-    "write cache",
-    "seq read MB/s",
-    "seq write MB/s",
-    "4k rand read IOPS qd1/qd32",
-    "4k rand write IOPS qd1/qd32",
-    "access ms mean/p99",
-    "fdatasync /s",
-)
-
-
-def pretest_rows(view: ScenarioView) -> list[list[str]]:
-    """The device figures per drive and write cache state (fio, pg_test_fsync)."""
-    rows = []
-    order = {d: i for i, d in enumerate(view.drives)}
-    for p in sorted(summarize(view.pretests), key=lambda p: (order.get(p.drive, 99), p.drive)):
-        rows.append(
-            [
-                p.drive,
-                p.write_cache,
-                _num(p.seq_read_bps, 1e6, ",.1f"),
-                _num(p.seq_write_bps, 1e6, ",.1f"),
-                f"{_num(p.rand_read_qd1)} / {_num(p.rand_read_qd32)}",
-                f"{_num(p.rand_write_qd1)} / {_num(p.rand_write_qd32)}",
-                f"{_num(p.latency_mean_s, 1e-3, '.3f')} / {_num(p.latency_p99_s, 1e-3, '.3f')}",
-                _num(p.fsync_per_s, 1.0, ",.0f"),
-            ]
-        )
-    return rows
-
-
 def pretest_table(view: ScenarioView) -> Table | None:
-    rows = pretest_rows(view)
+    rows = findings(view).pretests
     if not rows:
         return None
     t = Table(title=f"{view.info.name}: raw drive pre-tests (fio direct I/O, pg_test_fsync)")
@@ -150,174 +82,6 @@ def pretest_table(view: ScenarioView) -> Table | None:
     for r in rows:
         t.add_row(*r)
     return t
-
-
-def label(view: ScenarioView, cv) -> str:
-    """How a line names a cell: its drive, and its test unless every row shares it."""
-    return cv.drive if shared_test(view) is not None else f"{cv.drive} {cv.test}"
-
-
-def notes(view: ScenarioView) -> list[str]:
-    """One line per run that was not averaged in, with its reason."""
-    out = []
-    for cv in view.cells:
-        for r in cv.stats.runs:
-            if r.status != RunStatus.COMPLETE:
-                out.append(
-                    f"{label(view, cv)} {r.name}: {r.status.value}"
-                    f" ({r.reason or 'no reason recorded'}), not averaged in"
-                )
-            elif not r.windowed:
-                out.append(
-                    f"{label(view, cv)} {r.name}: no per-second data, tps is pgbench's reported sum"
-                )
-    return out
-
-
-def cache_lines(view: ScenarioView) -> list[str]:
-    """One line per cell whose latest run has cache figures (pg_stat_database and the
-    drive's reads): the cache-defeat proof, or its absence."""
-    return [
-        f"{label(view, cv)}: {fmt_cache(cv.database['cache'])}"
-        for cv in view.cells
-        if cv.database.get("cache")
-    ]
-
-
-@dataclass(frozen=True)
-class PhysicsLine:
-    """One physics flag as a report says it: its kind (``flush``, ``fio``, ``plp``),
-    whom it is about (a drive, a cell, or ``all drives``), the words, its level."""
-
-    kind: str
-    who: str
-    message: str
-    level: str
-
-    @property
-    def text(self) -> str:
-        return f"{self.kind} {self.who}: {self.message}"
-
-
-#: codes said once per drive (what the drive is), not per cell
-_DRIVE_CODES = (physics.FLUSH_UNCHECKED, physics.PLP_UNKNOWN, physics.PLP_NONE)
-
-
-def physics_lines(view: ScenarioView) -> list[PhysicsLine]:
-    """The physics checks (:mod:`collector.verdicts.physics`) stored with the scenario's
-    pre-tests and runs, in words: per drive what the drive is (rotation unknown,
-    power-loss protection) and what its pre-tests showed, per cell what its runs showed
-    (a flag in several runs once, with the most extreme figures and how many runs);
-    a line every drive or cell shares is said once, for ``all drives``."""
-    by_run = {r.run_id: cv for cv in view.cells for r in cv.stats.runs if r.run_id is not None}
-    drive_flags: dict[str, dict[tuple[str, str], physics.Flag]] = defaultdict(dict)
-    cell_flags: dict[int, dict[str, list[physics.Flag]]] = defaultdict(lambda: defaultdict(list))
-    checked: dict[int, set[str]] = defaultdict(set)
-    for f in view.facts:
-        if f.key not in ("physics", "physics_iops") or not isinstance(f.value, list):
-            continue
-        cv = by_run.get(f.run_id) if f.scope == "run" else None
-        if f.scope == "run" and cv is None:
-            continue
-        if cv is not None:
-            checked[id(cv)].add(f.key)
-        for flag in (physics.Flag.from_fact(v) for v in f.value if isinstance(v, dict)):
-            if cv is None or flag.code in _DRIVE_CODES:
-                drive_flags[flag.drive].setdefault((flag.code, flag.message), flag)
-            else:
-                cell_flags[id(cv)][flag.code].append(flag)
-    per_drive: list[PhysicsLine] = []
-    order = {d: i for i, d in enumerate(view.drives)}
-    for drive in sorted(drive_flags, key=lambda d: (order.get(d, len(order)), d)):
-        per_drive += [
-            PhysicsLine(f.kind, drive, f.message, f.level) for f in drive_flags[drive].values()
-        ]
-    per_cell: list[PhysicsLine] = []
-    for cv in view.cells:
-        who = label(view, cv)
-        for flags in cell_flags[id(cv)].values():
-            worst = max(flags, key=lambda f: f.figures.get("ratio") or 0)
-            runs = len(cv.stats.runs)
-            many = (
-                f" (in {len(flags)} of {runs} runs)" if runs > 1 and worst.level == WARNING else ""
-            )
-            per_cell.append(PhysicsLine(worst.kind, who, worst.message + many, worst.level))
-        if "physics" in checked[id(cv)] and "physics_iops" not in checked[id(cv)]:
-            per_cell.append(
-                PhysicsLine("fio", who, "not checked: no telemetry of its runs", physics.NOTE)
-            )
-    cells = {label(view, cv) for cv in view.cells}
-    return _once(per_drive, set(view.drives)) + _once(per_cell, cells)
-
-
-def _once(lines: list[PhysicsLine], everyone: set[str]) -> list[PhysicsLine]:
-    """Lines whose words every one of ``everyone`` (the drives, or the cells) shares,
-    said once."""
-    whos: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for line in lines:
-        whos[(line.kind, line.message)].add(line.who)
-    shared = {k for k, v in whos.items() if len(everyone) > 1 and v >= everyone}
-    out = [line for line in lines if (line.kind, line.message) not in shared]
-    seen: set[tuple[str, str]] = set()
-    for line in lines:
-        key = (line.kind, line.message)
-        if key in shared and key not in seen:
-            seen.add(key)
-            out.append(PhysicsLine(line.kind, "all drives", line.message, line.level))
-    return out
-
-
-#: how a checkpoint met the window that flags its run (collector.gather.serverstats.in_window)
-FLAGGED = ("started", "ended", "started and ended")
-
-
-def run_facts(view: ScenarioView, key: str) -> dict[int, object]:
-    """One run fact of every run of the view, by run id."""
-    return {f.run_id: f.value for f in view.facts if f.scope == "run" and f.key == key}
-
-
-def checkpoint_lines(view: ScenarioView) -> list[str]:
-    """One line per cell with a run in whose window a checkpoint started or ended: which
-    runs, of how many whose server log was read, and the checkpoints' reasons."""
-    flags = run_facts(view, "checkpoint_in_window")
-    events = run_facts(view, "checkpoints")
-    out = []
-    for cv in view.cells:
-        known = [r for r in cv.stats.runs if flags.get(r.run_id) is not None]
-        hit = [r for r in known if flags[r.run_id] is True]
-        if not hit:
-            continue
-        reasons = sorted({
-            str(e.get("reason") or "reason not logged")
-            for r in hit for e in events.get(r.run_id) or [] if e.get("in_window") in FLAGGED
-        })  # fmt: skip
-        out.append(
-            f"{label(view, cv)}: a checkpoint ({', '.join(reasons)}) started or ended while"
-            f" all clients ran in {', '.join(r.name for r in hit)} ({len(hit)} of"
-            f" {len(known)} runs): its writes competed with the clients'"
-        )
-    return out
-
-
-def rate_searches(view: ScenarioView) -> list[dict]:
-    """The scenario's rate search results (the fact ``rate_search``), the latest per
-    searched cell, by drive (the scenario's order) and test."""
-    latest: dict[str, dict] = {}
-    for f in view.facts:
-        if f.scope == ratesearch.FACT and f.key == ratesearch.FACT and isinstance(f.value, dict):
-            latest[str(f.value.get("cell"))] = f.value
-    order = {d: i for i, d in enumerate(view.drives)}
-
-    def by(d: dict) -> tuple:
-        return order.get(d.get("drive"), 99), str(d.get("drive")), str(d.get("test"))
-
-    return sorted(latest.values(), key=by)
-
-
-def search_lines(view: ScenarioView) -> list[str]:
-    """One line per searched cell: ``hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8: sustained
-    64/s total at p99 <= 50 ms (holds at 64, breaks at 70; 6 steps)``."""
-    return [f"{d.get('drive')} {d.get('test')}: {d.get('text')}" for d in rate_searches(view)]
 
 
 # --------------------------------------------------------------------------- latency under load
@@ -369,92 +133,6 @@ def print_latency(view: ScenarioView, console: Console) -> None:
         console.print(f"  [bold red]lag[/bold red] {escape(line)}", highlight=False)
 
 
-def warnings(view: ScenarioView) -> list[str]:
-    """One line per cell whose runs carry a database warning (fits in RAM)."""
-    return [f"{label(view, cv)}: {w}" for cv in view.cells for w in cv.warnings]
-
-
-#: a launch this long after the start instant means its client got the instant late
-LATE_S = 0.05
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:,.1f} ms"
-
-
-def start_lines(view: ScenarioView) -> list[str]:
-    """How together the clients started, per test with more than one client, worst of
-    its complete runs, in three steps: the wrappers' launches (what drivelab controls),
-    the connections up (launch plus pgbench's initial connection time) and the first
-    transactions. The last two are the DB host's: it authenticates every connection
-    at once (SCRAM is CPU work), so a spread there is the server's, not drivelab's."""
-    launch = run_facts(view, "launch_skew_s")
-    connect = run_facts(view, "connect_spread_s")
-    lead = run_facts(view, "start_lead_s")
-    late = run_facts(view, "launch_late_s")
-    offsets = run_facts(view, "clock_offsets")
-    out = []
-    for cv in view.cells:
-        runs = [r for r in cv.stats.runs if r.status == RunStatus.COMPLETE and r.clients > 1]
-        launches = [float(v) for r in runs if isinstance(v := launch.get(r.run_id), int | float)]
-        if not launches:
-            continue
-        leads = [float(v) for r in runs if isinstance(v := lead.get(r.run_id), int | float)]
-        lates = [float(v) for r in runs if isinstance(v := late.get(r.run_id), int | float)]
-        mine = "drivelab's"
-        if leads:
-            mine += f"; instant chosen {_ms(max(leads))} ahead, all armed"
-        if lates and max(lates) > LATE_S:
-            mine += f"; a client launched {_ms(max(lates))} after it"
-        words = [f"launches {_ms(max(launches))} apart ({mine})"]
-        connects = [float(v) for r in runs if isinstance(v := connect.get(r.run_id), int | float)]
-        firsts = [r.start_skew_s for r in runs if r.start_skew_s is not None]
-        server = []
-        if connects:
-            server.append(f"connections up {_ms(max(connects))} apart")
-        if firsts:
-            server.append(f"first transactions {_ms(max(firsts))} apart")
-        if server:
-            words.append(
-                ", ".join(server) + " (the DB host's: it authenticates every connection at once)"
-            )
-        clocks = _clock_words([offsets.get(r.run_id) for r in runs])
-        if clocks:
-            words.append(clocks)
-        out.append(
-            f"{label(view, cv)}: {runs[0].clients} clients, worst of {len(runs)} runs: "
-            + "; ".join(words)
-        )
-    return out
-
-
-#: a client clock this far from the controller's is named in the start line
-CLOCK_SHOWN_S = 0.001
-
-
-def _clock_words(per_run: list[object]) -> str:
-    """The clients whose clocks were off the controller's by more than CLOCK_SHOWN_S in
-    any run (the largest offset of each, with its bound), or ""; every instant of the
-    start line is on the controller's clock, each client's corrected by its offset."""
-    worst: dict[str, tuple[float, float]] = {}
-    for offsets in per_run:
-        if not isinstance(offsets, dict):
-            continue
-        for host, o in offsets.items():
-            if not isinstance(o, dict) or not isinstance(o.get("offset_s"), int | float):
-                continue
-            off, bound = float(o["offset_s"]), float(o.get("bound_s") or 0.0)
-            if abs(off) > CLOCK_SHOWN_S and abs(off) > abs(worst.get(host, (0.0, 0.0))[0]):
-                worst[host] = (off, bound)
-    if not worst:
-        return ""
-    named = ", ".join(
-        f"{h} {off * 1e3:+,.1f} ms (±{bound * 1e3:,.1f})"
-        for h, (off, bound) in sorted(worst.items())
-    )
-    return f"clocks off the controller's, corrected: {named}"
-
-
 def publish(views: list[ScenarioView], console: Console | None = None) -> None:
     console = console or Console()
     for view in views:
@@ -473,20 +151,21 @@ def publish(views: list[ScenarioView], console: Console | None = None) -> None:
         pre = pretest_table(view)
         if pre is not None:
             console.print(pre)
-        for line in search_lines(view):
+        said = findings(view)
+        for line in said.searches:
             console.print(f"  [green]rate search[/green] {escape(line)}", highlight=False,
                           soft_wrap=True)  # fmt: skip
-        for line in cache_lines(view):
+        for line in said.cache:
             console.print(f"  [cyan]cache[/cyan] {escape(line)}", highlight=False)
-        for line in checkpoint_lines(view):
+        for line in said.checkpoints:
             console.print(f"  [magenta]checkpoint[/magenta] {escape(line)}", highlight=False)
-        for line in start_lines(view):
+        for line in said.starts:
             console.print(f"  [blue]start[/blue] {escape(line)}", highlight=False)
-        for p in physics_lines(view):
+        for p in said.physics:
             style = "bold red" if p.level == physics.WARNING else "cyan"
             console.print(f"  [{style}]{p.kind}[/{style}] {escape(p.who)}: {escape(p.message)}",
                           highlight=False)  # fmt: skip
-        for line in notes(view):
+        for line in said.notes:
             console.print(f"  [yellow]note[/yellow] {line}", highlight=False)
-        for line in warnings(view):
+        for line in said.warnings:
             console.print(f"  [bold red]warning[/bold red] {escape(line)}", highlight=False)

@@ -23,7 +23,7 @@ from collector.gather.folder import gather_run
 from collector.paths import REPO
 from collector.records import CellSpec, ClientResult, Sample
 from collector.report import html, load
-from collector.report.terminal import physics_lines
+from collector.report.findings import physics_lines
 from collector.run.storing import record
 from collector.scenario.inventory import candidate_drives
 from collector.store import Store

@@ -18,8 +18,8 @@ from collector.errors import DrivelabError
 from collector.parse import latencyseries, pgbench
 from collector.parse.lag import read_lag
 from collector.records import RunRecord, RunStatus
+from collector.report import findings, load
 from collector.report import html as html_report
-from collector.report import load, terminal
 from collector.run.conductor import RunOptions, ScenarioRun
 from collector.stats import ratesearch as rs
 from collector.store import Store
@@ -767,7 +767,7 @@ def test_each_step_is_its_own_cell_and_a_killed_search_resumes_where_it_stopped(
         f" p99 <= 50 ms (holds at {doc['holds_at']}, breaks at {doc['breaks_at']} twice;"
         f" {len(rates)} steps)"
     )
-    assert terminal.search_lines(view) == [line]
+    assert findings.search_lines(view) == [line]
     assert (
         f"[{again.cells[0].index}/{again.cells[0].total}] {again.cells[0].cell_id}: "
         + line[len("hdd7200 tpcb ext4 cluster s5 2cl c4 j2 T8: ") :]

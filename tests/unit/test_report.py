@@ -354,7 +354,7 @@ def test_run_warnings_and_cache_phrase_from_run_facts():
 def test_a_checkpoint_in_the_window_is_said_per_drive_and_marked_on_the_plot(tmp_path):
     """Run facts as gather stores them (collector.gather.serverstats): ssd's first run had a
     checkpoint inside its window, its second none; hdd's runs carry no such facts."""
-    from collector.report import terminal  # noqa: PLC0415
+    from collector.report import findings  # noqa: PLC0415
 
     with build_store(tmp_path / "drivelab.db") as store:
         sid = store.scenario("two-drives").id
@@ -368,7 +368,7 @@ def test_a_checkpoint_in_the_window_is_said_per_drive_and_marked_on_the_plot(tmp
         store.add_facts(sid, {"checkpoint_in_window": False, "checkpoints": []}, "run",
                         run_id=runs[1])  # fmt: skip
         view = load(store, "two-drives")
-    assert terminal.checkpoint_lines(view) == [
+    assert findings.checkpoint_lines(view) == [
         "ssd: a checkpoint (wal) started or ended while all clients ran in run 0 (1 of 2 runs):"
         " its writes competed with the clients'"
     ]
