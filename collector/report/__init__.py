@@ -14,6 +14,7 @@ from collector.errors import DrivelabError
 from collector.records import LatencyHistogram, RunStatus, Sample, SeriesPoint
 from collector.stats import tps as stats
 from collector.store import Fact, ScenarioInfo, Store
+from collector.verdicts import caveats as caveat
 from collector.verdicts.pretest import PRETEST_PREFIXES
 
 TELEMETRY_PREFIX = "drivelab_device_"
@@ -52,6 +53,22 @@ class CellView:
     #: the per-second latency and schedule lag samples of the run ``series`` is of
     #: (``drivelab_latency_seconds``, ``drivelab_schedule_lag_seconds``: collector.stats.latency)
     latency: tuple[Sample, ...] = ()
+    #: what of its complete runs says its tps is not (only) the drive's
+    #: (:mod:`collector.verdicts.caveats`): marked on the figure in every report
+    caveats: tuple[caveat.Caveat, ...] = ()
+
+    @property
+    def caveat_codes(self) -> tuple[str, ...]:
+        return tuple(c.code for c in self.caveats)
+
+    @property
+    def cache_defeated(self) -> bool | None:
+        """False when a complete run's cache was not defeated; True when its latest run
+        with cache figures says it was; None when no run had the figures."""
+        if caveat.CACHE_NOT_DEFEATED in self.caveat_codes:
+            return False
+        verdict = (self.database.get("cache") or {}).get("verdict")
+        return True if verdict == "cache defeated" else None
 
     @property
     def drive(self) -> str:
@@ -146,6 +163,7 @@ def load(store: Store, name: str, baseline: str | None = None) -> ScenarioView:
                 b.warnings,
                 b.database,
                 b.latency,
+                b.caveats,
             )
         )
     return ScenarioView(
@@ -173,6 +191,7 @@ class _BuiltCell:
     warnings: tuple[str, ...]
     database: Mapping[str, Any]
     latency: tuple[Sample, ...]
+    caveats: tuple[caveat.Caveat, ...]
 
 
 def _built_cell(
@@ -180,7 +199,7 @@ def _built_cell(
 ) -> _BuiltCell:
     """A cell's runs read and their statistics done: its first complete run with a series
     is its example (series, window, latency samples); the histograms of its complete
-    runs merged; every run's warnings, once each."""
+    runs merged; every run's warnings, once each; the caveats of its complete runs."""
     warnings: dict[str, None] = {}
     database: dict[str, Any] = {}
     runs = []
@@ -189,6 +208,7 @@ def _built_cell(
     example_window = None
     latency: tuple[Sample, ...] = ()
     hists: list[LatencyHistogram] = []
+    run_caveats: list[tuple[str, ...]] = []
     for run in store.runs(cell_id):
         clients = store.client_results(run.id)
         series = store.series(run.id)
@@ -206,6 +226,7 @@ def _built_cell(
         warnings.update(dict.fromkeys(run_warnings(run.repetition, rf)))
         database = {k: rf[k] for k in DATABASE_KEYS if k in rf} or database
         if run.status == RunStatus.COMPLETE:
+            run_caveats.append(caveat.run_caveats(rf))
             hists += [c.histogram for c in clients if c.histogram is not None]
             if example_run is None and series:
                 example, example_run, example_window = tuple(series), run.repetition, rs.window
@@ -213,6 +234,7 @@ def _built_cell(
     return _BuiltCell(
         stats.cell_stats(spec, runs, cell_id), example, example_run, example_window,
         stats.merge_histograms(hists), tuple(warnings), database, latency,
+        caveat.cell_caveats(run_caveats),
     )  # fmt: skip
 
 
@@ -298,13 +320,22 @@ def cell_rows(view: ScenarioView) -> list[dict]:
                 "ratio_to_baseline": r.ratio if r else None,
                 "ratio_ci_low": r.ci_low if r else None,
                 "ratio_ci_high": r.ci_high if r else None,
+                "latency_p50_s": stats.percentile(cv.histogram, 0.50),
                 "latency_p95_s": cs.latency_p95_s.mean if cs.latency_p95_s else None,
+                "latency_p99_s": stats.percentile(cv.histogram, 0.99),
+                "latency_p999_s": stats.percentile(cv.histogram, 0.999),
                 "latency_avg_s": cs.latency_avg_s.mean if cs.latency_avg_s else None,
                 "clients": cs.clients,
                 "runs_complete": cs.complete,
                 "runs_partial": cs.partial,
                 "runs_failed": cs.failed,
                 "db_warning": "; ".join(cv.warnings) or None,
+                # the caveats on this figure (collector.verdicts.caveats), as booleans a
+                # script can filter on and as their codes
+                "client_bound": caveat.CLIENT_BOUND in cv.caveat_codes,
+                "cache_defeated": cv.cache_defeated,
+                "checkpoint_in_window": caveat.CHECKPOINT in cv.caveat_codes,
+                "caveats": " ".join(cv.caveat_codes) or None,
                 "wal_placement": cv.database.get("wal_placement"),
             }
         )

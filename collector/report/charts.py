@@ -28,6 +28,7 @@ from collector.records import RunStatus
 from collector.report import ScenarioView
 from collector.report import latency as load_steps
 from collector.report.findings import run_facts
+from collector.verdicts import caveats as caveat
 from collector.verdicts.pretest import summarize
 
 mpl.rcParams["svg.fonttype"] = "path"
@@ -162,6 +163,18 @@ def _read_all(fd: int, timeout_s: float) -> bytes | None:
 LOG_AXIS_SPREAD = 10.0
 
 
+def _label_bars(ax, bars, cells, texts: list[str], fontsize: int) -> None:
+    """Each bar's figure printed on it; a bar whose cell carries a caveat
+    (:mod:`collector.verdicts.caveats`) hatched, its marks beside the figure (``1,050 [c]``)."""
+    for bar, c in zip(bars, cells, strict=True):
+        if c.caveats:
+            bar.set_hatch("//")
+            bar.set_edgecolor("black")
+    marks = [caveat.marks(c.caveats) for c in cells]
+    texts = [f"{t} [{m}]" if m else t for t, m in zip(texts, marks, strict=True)]
+    ax.bar_label(bars, labels=texts, fontsize=fontsize, padding=2)
+
+
 def plot_tps(view: ScenarioView) -> str:
     """Bars: mean tps of each cell, 95 % CI as error bars, grouped by test, the figure
     printed on each bar; a log axis when the means spread over LOG_AXIS_SPREAD or more."""
@@ -178,11 +191,12 @@ def plot_tps(view: ScenarioView) -> str:
     means = [c.stats.tps.mean for c in cells if c.stats.tps.mean > 0]
     log = bool(means) and max(means) >= LOG_AXIS_SPREAD * min(means)
     for di, drive in enumerate(drives):
-        xs, ys, lo, hi = [], [], [], []
+        xs, ys, lo, hi, shown = [], [], [], [], []
         for ti, test in enumerate(tests):
             for c in cells:
                 if c.drive == drive and c.test == test:
                     s = c.stats.tps
+                    shown.append(c)
                     xs.append(ti + (di - (len(drives) - 1) / 2) * width)
                     ys.append(s.mean)
                     lo.append(s.mean - s.ci_low if s.ci_low is not None else 0)
@@ -193,7 +207,7 @@ def plot_tps(view: ScenarioView) -> str:
             bars = ax.bar(
                 xs, ys, width * 0.9, yerr=[lo, hi], capsize=4, label=drive, color=colors(di % 10)
             )
-            ax.bar_label(bars, labels=[f"{y:,.0f}" for y in ys], fontsize=7, padding=2)
+            _label_bars(ax, bars, shown, [f"{y:,.0f}" for y in ys], 7)
     ax.set_xticks(range(len(tests)), tests, fontsize=8)
     if log:
         _log(ax, "y")
@@ -225,8 +239,7 @@ def plot_ratio(view: ScenarioView) -> str | None:
     drives = list(view.drives)
     bars = ax.bar(range(len(cells)), ys, 0.6, yerr=[lo, hi], capsize=4,
                   color=[colors(drives.index(c.drive) % 10) for c in cells])  # fmt: skip
-    ax.bar_label(bars, labels=[f"{y:.2f}x" if y < 10 else f"{y:.1f}x" for y in ys],
-                 fontsize=8, padding=2)  # fmt: skip
+    _label_bars(ax, bars, cells, [f"{y:.2f}x" if y < 10 else f"{y:.1f}x" for y in ys], 8)
     ax.set_xticks(range(len(cells)), labels, fontsize=8)
     _log(ax, "y")
     ax.set_ylim(min(0.5, min(ys) / 2), max(2.0, max(ys) * 2.5))  # room for 1x and the labels

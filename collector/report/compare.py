@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from collector.errors import DrivelabError
@@ -26,6 +27,7 @@ from collector.records import RunStatus
 from collector.report import CellView, ScenarioView, fmt_ms, fmt_tps, load
 from collector.stats import tps as stats
 from collector.store import Fact, Store
+from collector.verdicts import caveats as caveat
 from collector.verdicts import environment
 
 
@@ -182,26 +184,26 @@ def _scenario_with(
 
 
 def table(cmp: Comparison) -> Table:
-    t = Table(title=f"baseline {cmp.baseline_label}  vs  contender {cmp.contender_label}")
+    t = Table(
+        title=f"baseline {cmp.baseline_label}  vs  contender {cmp.contender_label}",
+        caption="ratio: contender/baseline [95% CI]; p: Welch's t-test; sig.: at 5%",
+    )
+    # at 80 columns a figure folds onto a second line, never cut short
     for col, just in (
         ("test", "left"),
-        ("baseline tps", "right"),
-        ("contender tps", "right"),
+        ("base tps", "right"),
+        ("cont tps", "right"),
         ("diff %", "right"),
-        ("ratio [95% CI]", "right"),
-        ("p (Welch)", "right"),
-        ("significant", "left"),
-        ("p95 ms base/cont", "right"),
+        ("ratio", "right"),
+        ("p", "right"),
+        ("sig.", "left"),
+        ("p95 ms b/c", "right"),
         ("runs", "right"),
     ):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just, overflow="fold")
     for p in cmp.pairs:
         w = p.test
-        sig = (
-            "n/a (need 2+ runs each)"
-            if w.significant is None
-            else ("yes" if w.significant else "no")
-        )
+        sig = "n/a (2+ runs each)" if w.significant is None else ("yes" if w.significant else "no")
         style = "" if not w.significant else ("green" if (w.diff_pct or 0) > 0 else "red")
         r = p.ratio
         ratio_txt = (
@@ -218,9 +220,11 @@ def table(cmp: Comparison) -> Table:
             p.what,
             fmt_tps(p.baseline.stats.tps),
             fmt_tps(p.contender.stats.tps),
-            "-" if w.diff_pct is None else f"{w.diff_pct:+.1f}%",
+            "-"
+            if w.diff_pct is None
+            else f"{w.diff_pct:+,.{0 if abs(w.diff_pct) >= 100 else 1}f}%",
             ratio_txt,
-            "-" if w.p_value is None else f"{w.p_value:.3g}",
+            "-" if w.p_value is None else ("<0.001" if w.p_value < 0.001 else f"{w.p_value:.2g}"),
             f"[{style}]{sig}[/{style}]" if style else sig,
             f"{fmt_ms(bp95.mean if bp95 else None)} / {fmt_ms(cp95.mean if cp95 else None)}",
             f"{p.baseline.stats.complete}/{p.contender.stats.complete}",
@@ -255,6 +259,29 @@ def environment_table(cmp: Comparison) -> Table | str:
     return t
 
 
+def caveat_lines(cmp: Comparison) -> list[str]:
+    """One line per pair whose either side carries a caveat
+    (:mod:`collector.verdicts.caveats`): what that side measured besides the drive, so a
+    difference (or none) is not read as the drives'."""
+    out = []
+    for p in cmp.pairs:
+        sides = [
+            f"{name} {', '.join(c.kind.short for c in cv.caveats)}"
+            for name, cv in (("baseline", p.baseline), ("contender", p.contender))
+            if cv.caveats
+        ]
+        if sides:
+            both = len(sides) == 2 and caveat.CLIENT_BOUND in p.baseline.caveat_codes
+            both = both and caveat.CLIENT_BOUND in p.contender.caveat_codes
+            what = (
+                "both sides measured the clients, not the drives"
+                if both
+                else "not only the drives were measured"
+            )
+            out.append(f"{p.what}: {'; '.join(sides)}: {what}")
+    return out
+
+
 def publish(cmp: Comparison, console: Console | None = None) -> None:
     console = console or Console()
     env = environment_table(cmp)
@@ -263,6 +290,8 @@ def publish(cmp: Comparison, console: Console | None = None) -> None:
     else:
         console.print(env)
     console.print(table(cmp))
+    for line in caveat_lines(cmp):
+        console.print(f"  [bold red]caveat[/bold red] {escape(line)}", highlight=False)
     for u in cmp.unmatched:
         console.print(f"  [yellow]not compared[/yellow] {u}", highlight=False)
 
@@ -284,6 +313,15 @@ def as_dict(cmp: Comparison) -> dict:
                 "ratio": p.ratio.ratio if p.ratio else None,
                 "ratio_ci_low": p.ratio.ci_low if p.ratio else None,
                 "ratio_ci_high": p.ratio.ci_high if p.ratio else None,
+                **{
+                    f"{side}_{key}": value
+                    for side, cv in (("baseline", p.baseline), ("contender", p.contender))
+                    for key, value in (
+                        ("client_bound", caveat.CLIENT_BOUND in cv.caveat_codes),
+                        ("cache_defeated", cv.cache_defeated),
+                        ("caveats", list(cv.caveat_codes)),
+                    )
+                },
             }
             for p in cmp.pairs
         ],

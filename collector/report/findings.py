@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from collector.records import RunStatus
 from collector.report import ScenarioView, fmt_cache
 from collector.stats import ratesearch
+from collector.verdicts import caveats as caveat
 from collector.verdicts import physics
 from collector.verdicts.physics import WARNING
 from collector.verdicts.pretest import summarize
@@ -342,10 +343,52 @@ def _clock_words(per_run: list[object]) -> str:
     return f"clocks off the controller's, corrected: {named}"
 
 
+def verdict_lines(view: ScenarioView) -> list[str]:
+    """The answer at a glance, one line per test: the fastest drive against the baseline
+    (``nvme vs hdd7200: 17.8x``), or the one drive's tps, and what qualifies it (``but
+    client-bound: nvme is faster than this lab can show``)."""
+    by_test: dict[str, list] = defaultdict(list)
+    for cv in view.cells:
+        if cv.stats.tps is not None:
+            by_test[cv.test].append(cv)
+    out = []
+    for test, cells in by_test.items():
+        who = "" if shared_test(view) is not None else f"{test_rest(view, test)}: "
+        base = next((cv for cv in cells if cv.is_baseline), None)
+        others = [cv for cv in cells if cv is not base]
+        if base is None or not others:
+            best = max(cells, key=lambda cv: cv.stats.tps.mean)
+            said = f"{who}{best.drive}: {best.stats.tps.mean:,.1f} tps"
+            clauses = [c.kind.short for c in best.caveats]
+        else:
+            best = max(others, key=lambda cv: cv.stats.tps.mean)
+            r = best.baseline_ratio
+            ratio = "-" if r is None else (f"{r.ratio:.2f}x" if r.ratio < 10 else f"{r.ratio:.1f}x")
+            said = f"{who}{best.drive} vs {base.drive}: {ratio}"
+            clauses = [_contender_clause(c, best.drive) for c in best.caveats]
+            clauses += [f"{base.drive} {c.kind.short}" for c in base.caveats]
+        out.append(said + (f", but {'; '.join(clauses)}" if clauses else ""))
+    return out
+
+
+def _contender_clause(c: caveat.Caveat, drive: str) -> str:
+    if c.code == caveat.CLIENT_BOUND:
+        return f"client-bound: {drive} is faster than this lab can show"
+    return c.kind.short
+
+
+def legend_lines(view: ScenarioView) -> list[tuple[str, str]]:
+    """The legend of the marks on the view's figures, each kind once."""
+    return caveat.legend(c for cv in view.cells for c in cv.caveats)
+
+
 @dataclass(frozen=True)
 class Findings:
     """Everything :mod:`collector.report.findings` says of one scenario view."""
 
+    verdicts: tuple[str, ...]
+    #: (mark, meaning) of each kind of caveat marked on the view's figures
+    legend: tuple[tuple[str, str], ...]
     notes: tuple[str, ...]
     cache: tuple[str, ...]
     physics: tuple[PhysicsLine, ...]
@@ -366,6 +409,8 @@ def findings(view: ScenarioView) -> Findings:
     made = _MADE.get(id(view))
     if made is None:
         made = Findings(
+            verdicts=tuple(verdict_lines(view)),
+            legend=tuple(legend_lines(view)),
             notes=tuple(notes(view)),
             cache=tuple(cache_lines(view)),
             physics=tuple(physics_lines(view)),

@@ -27,6 +27,7 @@ from collector.report import latency as load_steps
 from collector.report.findings import PRETEST_COLUMNS, findings, rate_searches
 from collector.stats import ratesearch
 from collector.units import human_size
+from collector.verdicts import caveats as caveat
 from collector.verdicts import environment
 
 CSS = """
@@ -36,6 +37,7 @@ table{border-collapse:collapse;margin:.8em 0}td,th{border:1px solid #ccc;padding
 th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .partial{color:#a60}.failed{color:#b00}.note{color:#555;font-size:.9em}
 .warn{color:#b00;font-weight:bold}
+.verdict{font-size:1.15em;font-weight:bold}.legend{font-size:.9em;margin:.2em 0}
 figure{margin:1em 0}svg{max-width:100%;height:auto}
 .pair{display:flex;gap:1em;align-items:flex-start}.pair figure{flex:1;min-width:0;margin:.5em 0}
 """
@@ -320,12 +322,14 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
 
 def _summary_section(view: ScenarioView) -> list[str]:
     """The scenario's heading, its description, the cells' table and their warnings."""
+    said = findings(view)
     parts = [f"<h2>Scenario {html.escape(view.info.name)}</h2>"]
+    parts += [f"<p class=verdict>verdict: {html.escape(line)}</p>" for line in said.verdicts]
     if view.info.description:
         parts.append(f"<p class=desc>{html.escape(view.info.description.strip())}</p>")
     rows = [
         [
-            cv.drive,
+            f"{cv.drive} [{caveat.marks(cv.caveats)}]" if cv.caveats else cv.drive,
             cv.test,
             fmt_tps(cv.stats.tps),
             fmt_ratio(cv.baseline_ratio, cv.is_baseline),
@@ -338,12 +342,12 @@ def _summary_section(view: ScenarioView) -> list[str]:
     ]
     head = ["drive", "test", "tps ± CI", f"x {view.baseline}", "pgbench sum", "p95 ms"]
     parts.append(_table([*head, "clients", "runs"], rows))
+    parts += [f"<p class=legend>[{m}] {html.escape(meaning)}</p>" for m, meaning in said.legend]
     parts += [
         f"<p class=warn>warning: {html.escape(f'{cv.drive} {cv.test}: {w}')}</p>"
         for cv in view.cells
         for w in cv.warnings
     ]
-    said = findings(view)
     parts += [
         f"<p class=note>{kind}: {html.escape(x)}</p>"
         for kind, lines in (("checkpoint", said.checkpoints), ("start", said.starts))

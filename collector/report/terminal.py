@@ -13,11 +13,13 @@ from collector.report import ScenarioView, fmt_ms, fmt_ratio
 from collector.report import latency as load_steps
 from collector.report.findings import (
     PRETEST_COLUMNS,
+    Findings,
     findings,
     shared_test,
     shared_words,
     test_rest,
 )
+from collector.verdicts import caveats as caveat
 from collector.verdicts import physics
 
 
@@ -59,7 +61,10 @@ def table(view: ScenarioView) -> Table:
         ratio_ci = ""
         if r is not None and r.ci_low is not None and not cv.is_baseline:
             ratio_ci = f"{r.ci_low:.3g}-{r.ci_high:.3g}"  # three digits: 1.43-1.71, 29.7-35.5
-        row = [cv.drive] + ([] if common is not None else [rests[cv.test]])
+        # the caveats' marks on the row itself (their legend under the table)
+        mark = caveat.marks(cv.caveats)
+        row = [escape(f"{cv.drive} [{mark}]") if mark else cv.drive]
+        row += [] if common is not None else [rests[cv.test]]
         row += [
             "-" if cs.tps is None else f"{cs.tps.mean:,.1f}",
             "" if cs.tps is None or cs.tps.half_width is None else f"{cs.tps.half_width:,.1f}",
@@ -136,36 +141,49 @@ def print_latency(view: ScenarioView, console: Console) -> None:
 def publish(views: list[ScenarioView], console: Console | None = None) -> None:
     console = console or Console()
     for view in views:
-        if view.info.description:
-            # the scenario's own words, as stored with it
-            console.print(f"{view.info.name}: {escape(view.info.description.strip())}",
-                          highlight=False)  # fmt: skip
-        common = shared_test(view)
-        if common is not None:
-            console.print(f"test: {escape(common)}", highlight=False)
-        elif shared_words(view):
-            console.print(f"test: {escape(' '.join(shared_words(view)))} (and what each row adds)",
-                          highlight=False)  # fmt: skip
+        said = findings(view)
+        _heading(view, said, console)
         console.print(table(view))
+        for mark, meaning in said.legend:
+            console.print(f"  [bold]\\[{mark}][/bold] {escape(meaning)}", highlight=False)
         print_latency(view, console)
         pre = pretest_table(view)
         if pre is not None:
             console.print(pre)
-        said = findings(view)
-        for line in said.searches:
-            console.print(f"  [green]rate search[/green] {escape(line)}", highlight=False,
-                          soft_wrap=True)  # fmt: skip
-        for line in said.cache:
-            console.print(f"  [cyan]cache[/cyan] {escape(line)}", highlight=False)
-        for line in said.checkpoints:
-            console.print(f"  [magenta]checkpoint[/magenta] {escape(line)}", highlight=False)
-        for line in said.starts:
-            console.print(f"  [blue]start[/blue] {escape(line)}", highlight=False)
-        for p in said.physics:
-            style = "bold red" if p.level == physics.WARNING else "cyan"
-            console.print(f"  [{style}]{p.kind}[/{style}] {escape(p.who)}: {escape(p.message)}",
-                          highlight=False)  # fmt: skip
-        for line in said.notes:
-            console.print(f"  [yellow]note[/yellow] {line}", highlight=False)
-        for line in said.warnings:
-            console.print(f"  [bold red]warning[/bold red] {escape(line)}", highlight=False)
+        _lines(said, console)
+
+
+def _heading(view: ScenarioView, said: Findings, console: Console) -> None:
+    """The scenario's own words, the verdict lines, the test every row shares."""
+    if view.info.description:
+        console.print(f"{view.info.name}: {escape(view.info.description.strip())}",
+                      highlight=False)  # fmt: skip
+    for line in said.verdicts:
+        console.print(f"[bold]verdict[/bold] {escape(line)}", highlight=False)
+    common = shared_test(view)
+    if common is not None:
+        console.print(f"test: {escape(common)}", highlight=False)
+    elif shared_words(view):
+        console.print(f"test: {escape(' '.join(shared_words(view)))} (and what each row adds)",
+                      highlight=False)  # fmt: skip
+
+
+def _lines(said: Findings, console: Console) -> None:
+    """The report's lines under its tables, each kind with its word."""
+    for line in said.searches:
+        console.print(f"  [green]rate search[/green] {escape(line)}", highlight=False,
+                      soft_wrap=True)  # fmt: skip
+    for line in said.cache:
+        console.print(f"  [cyan]cache[/cyan] {escape(line)}", highlight=False)
+    for line in said.checkpoints:
+        console.print(f"  [magenta]checkpoint[/magenta] {escape(line)}", highlight=False)
+    for line in said.starts:
+        console.print(f"  [blue]start[/blue] {escape(line)}", highlight=False)
+    for p in said.physics:
+        style = "bold red" if p.level == physics.WARNING else "cyan"
+        console.print(f"  [{style}]{p.kind}[/{style}] {escape(p.who)}: {escape(p.message)}",
+                      highlight=False)  # fmt: skip
+    for line in said.notes:
+        console.print(f"  [yellow]note[/yellow] {line}", highlight=False)
+    for line in said.warnings:
+        console.print(f"  [bold red]warning[/bold red] {escape(line)}", highlight=False)

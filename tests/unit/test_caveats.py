@@ -1,0 +1,148 @@
+"""Caveats sit on the figures they qualify: a cell whose runs were client-bound (or did
+not defeat the cache, or had a checkpoint in the window, or failed a physics check) is
+marked in the terminal table's row with a legend, hatched and marked in the HTML's bars,
+said in the verdict line, carried as booleans in the JSON, and said by `compare`; a cell
+that is not flagged carries no mark."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+
+import pytest
+from rich.console import Console
+
+from collector.cli import main as cli
+from collector.report import compare, findings, html, load, terminal
+from collector.store import Store
+from collector.verdicts import caveats as caveat
+from collector.verdicts import physics
+
+
+def _flag(code: str, level: str) -> dict:
+    return physics.Flag(code, "ssd", level, "words").as_fact()
+
+
+@pytest.mark.parametrize(
+    ("facts", "codes"),
+    [
+        ({}, ()),
+        ({"client_bound": ["client1"]}, (caveat.CLIENT_BOUND,)),
+        ({"client_bound": []}, ()),
+        ({"cache": {"verdict": "cache not defeated"}}, (caveat.CACHE_NOT_DEFEATED,)),
+        ({"cache": {"verdict": "cache defeated"}}, ()),
+        ({"checkpoint_in_window": True}, (caveat.CHECKPOINT,)),
+        ({"checkpoint_in_window": None}, ()),
+        ({"physics": [_flag(physics.FLUSH_ABSORBED, physics.WARNING)]}, (caveat.PHYSICS,)),
+        ({"physics_iops": [_flag(physics.IOPS_ABOVE_FIO, physics.WARNING)]}, (caveat.PHYSICS,)),
+        # a note (a check not made) and what the drive is qualify no figure
+        ({"physics_iops": [_flag(physics.IOPS_UNCHECKED, physics.NOTE)]}, ()),
+        ({"physics": [_flag(physics.PLP_NONE, physics.WARNING)]}, ()),
+        ({"lab": {"accel": "tcg"}}, (caveat.EMULATED_CPU,)),
+        ({"lab": {"accel": "kvm"}}, ()),
+        (
+            {"checkpoint_in_window": True, "client_bound": ["c2"], "cache": {"verdict": "cache not defeated"}},
+            (caveat.CLIENT_BOUND, caveat.CACHE_NOT_DEFEATED, caveat.CHECKPOINT),
+        ),
+    ],
+)  # fmt: skip
+def test_a_runs_caveats_from_its_facts(facts, codes):
+    assert caveat.run_caveats(facts) == codes
+
+
+def test_a_cells_caveats_count_its_runs():
+    cav = caveat.cell_caveats(
+        [(caveat.CLIENT_BOUND,), (), (caveat.CLIENT_BOUND, caveat.CHECKPOINT)]
+    )
+    assert [(c.code, c.runs, c.of) for c in cav] == [
+        (caveat.CLIENT_BOUND, 2, 3),
+        (caveat.CHECKPOINT, 1, 3),
+    ]
+    assert caveat.marks(cav) == "c k"
+    assert [m for m, _ in caveat.legend(cav)] == ["c", "k"]
+    assert caveat.cell_caveats([(), ()]) == ()
+    assert len({k.mark for k in caveat.KINDS}) == len(caveat.KINDS)
+
+
+@pytest.fixture
+def flagged(results_db, tmp_path):
+    """The realistic store, ssd's runs client-bound, hdd's cache defeated."""
+    path = tmp_path / "drivelab.db"
+    shutil.copy(results_db, path)
+    with Store.open(path, create=False) as store:
+        view = load(store, "two-drives")
+        sid = store.scenario("two-drives").id
+        for cv in view.cells:
+            for r in cv.stats.runs:
+                facts = (
+                    {"client_bound": ["client1"]}
+                    if cv.drive == "ssd"
+                    else {"cache": {"verdict": "cache defeated"}}
+                )
+                store.add_facts(sid, facts, scope="run", run_id=r.run_id)
+    return path
+
+
+def test_the_terminal_marks_the_flagged_row_and_says_it_in_the_verdict(flagged):
+    with Store.open(flagged, create=False) as store:
+        view = load(store, "two-drives")
+    out = io.StringIO()
+    terminal.publish([view], Console(file=out, width=80))
+    lines = out.getvalue().splitlines()
+    verdict = " ".join(lines[0:2]).split()
+    assert (
+        " ".join(verdict)
+        == "verdict ssd vs hdd: 30.4x, but client-bound: ssd is faster than this lab can show"
+    )
+    rows = {line.split()[0]: line for line in lines if line.startswith(("hdd ", "ssd "))}
+    assert rows["ssd"].startswith("ssd [c] ") and "7,272.1" in rows["ssd"]
+    assert "[" not in rows["hdd"], rows["hdd"]
+    assert "  [c] client-bound: a client's CPU was the limit, so the drive may be faster" in lines
+
+
+def test_an_unflagged_report_has_no_mark_no_legend_and_a_plain_verdict(results_db):
+    with Store.open(results_db, create=False) as store:
+        view = load(store, "two-drives")
+    said = findings.findings(view)
+    assert said.verdicts == ("ssd vs hdd: 30.4x",)
+    assert said.legend == ()
+    assert all(cv.caveats == () for cv in view.cells)
+
+
+def test_the_json_carries_the_caveats_as_booleans(flagged, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert cli.main(["report", "--db", str(flagged), "--json", str(out)]) == 0
+    cells = {c["drive"]: c for c in json.loads(out.read_text())["cells"]}
+    assert cells["ssd"]["client_bound"] is True and cells["ssd"]["caveats"] == "client_bound"
+    assert cells["hdd"]["client_bound"] is False and cells["hdd"]["caveats"] is None
+    assert cells["hdd"]["cache_defeated"] is True and cells["ssd"]["cache_defeated"] is None
+    for c in cells.values():
+        assert c["latency_p50_s"] <= c["latency_p99_s"] <= c["latency_p999_s"]
+
+
+def test_compare_says_which_side_measured_the_clients(flagged):
+    with Store.open(flagged, create=False) as store:
+        cmp = compare.compare(store, "hdd", "ssd")
+    assert compare.caveat_lines(cmp) == [
+        "tpcb s2 2cl: contender client-bound: not only the drives were measured"
+    ]
+    (pair,) = compare.as_dict(cmp)["pairs"]
+    assert pair["contender_client_bound"] is True and pair["baseline_client_bound"] is False
+    assert pair["contender_caveats"] == ["client_bound"]
+    out = io.StringIO()
+    compare.publish(cmp, Console(file=out, width=80))
+    assert "caveat tpcb s2 2cl: contender client-bound" in out.getvalue()
+
+
+def test_the_html_marks_the_row_and_hatches_the_bars(flagged, results_db):
+    with Store.open(flagged, create=False) as store:
+        page = html.render([load(store, "two-drives")])
+    assert "<p class=verdict>verdict: ssd vs hdd: 30.4x, but client-bound:" in page
+    assert "<td>ssd [c]</td>" in page and "<td>hdd</td>" in page
+    assert "<p class=legend>[c] client-bound:" in page
+    # matplotlib writes a hatch as an SVG pattern, used by the flagged bars only
+    assert "<pattern " in page
+    with Store.open(results_db, create=False) as store:
+        plain = html.render([load(store, "two-drives")])
+    assert "<pattern " not in plain and "[c]" not in plain and "class=legend" not in plain
