@@ -5,10 +5,45 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+#: Exit statuses, one per class of failure, so that a script can tell "fix your file"
+#: from "retry later" from "results incomplete" (docs/collector.md, "Exit statuses").
+EXIT_OK = 0
+#: the run ended, but some of its runs are partial or failed: results incomplete
+EXIT_INCOMPLETE = 1
+#: the input is wrong: arguments, a scenario, an inventory, a drive the gate refused
+EXIT_USAGE = 2
+#: the lab is busy: its lease is held by someone else; retry later (or --wait)
+EXIT_BUSY = 3
+#: the hosts failed: a host does not answer over SSH, a playbook failed
+EXIT_HOSTS = 4
+#: the controller failed: the results store (disk full, damaged, unreachable), a disk full
+EXIT_CONTROLLER = 5
+
 
 class DrivelabError(Exception):
     """A user-facing error. ``str(err)`` is the whole message: it names the culprit
-    (file, YAML path, device, host) and what is wrong with it."""
+    (file, YAML path, device, host) and what is wrong with it. ``exit_status``: its
+    class of failure (the ``EXIT_*`` constants); a plain one is the input's."""
+
+    exit_status = EXIT_USAGE
+
+
+class LabBusy(DrivelabError):
+    """The lab's lease is held by someone else: nothing was touched; retry later."""
+
+    exit_status = EXIT_BUSY
+
+
+class HostFailure(DrivelabError):
+    """A host did not answer or did not do what it was asked (SSH, Ansible)."""
+
+    exit_status = EXIT_HOSTS
+
+
+class ControllerFailure(DrivelabError):
+    """The controller itself failed: its results store, its disk."""
+
+    exit_status = EXIT_CONTROLLER
 
 
 def one_line(text: str) -> str:

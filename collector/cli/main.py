@@ -1,17 +1,26 @@
 """The ``drivelab`` console script. Subcommands live in their own modules; each has a
-``register(subparsers)`` that adds its parser and sets ``func``. A user error ends in
-one line on stderr, ``drivelab: <what is wrong>``, and exit status 2."""
+``register(subparsers)`` that adds its parser and sets ``func``. An error ends in one
+line on stderr, ``drivelab: <what is wrong>``, and the exit status of its class
+(:mod:`collector.errors`: 2 the input, 3 the lab busy, 4 the hosts, 5 the controller;
+1 a run whose results are incomplete)."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import sqlite3
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from collector import __version__
-from collector.errors import DrivelabError, Stopped, one_line
+from collector.errors import (
+    EXIT_CONTROLLER,
+    EXIT_USAGE,
+    DrivelabError,
+    Stopped,
+    one_line,
+)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -62,19 +71,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except DrivelabError as err:
         print(f"drivelab: {one_line(str(err))}", file=sys.stderr)
-        return 2
+        return err.exit_status
     except OSError as err:
         # a path given that cannot be read or written (a folder where a file is wanted,
         # a file where a folder is): the path and why, not a traceback
         where = f"{err.filename}: " if err.filename is not None else ""
         print(f"drivelab: {one_line(where + (err.strerror or str(err)))}", file=sys.stderr)
-        return 2
+        return EXIT_CONTROLLER if err.errno in (errno.ENOSPC, errno.EDQUOT) else EXIT_USAGE
     except sqlite3.DatabaseError as err:
         # "database or disk is full": SQLite rolled the write back, the store is intact;
         # "database disk image is malformed": a damaged file, found only when a read
         # reaches the damaged page (opening it checks the header alone)
         print(f"drivelab: results store{_store_named(args)}: {one_line(str(err))}", file=sys.stderr)
-        return 2
+        return EXIT_CONTROLLER
     except KeyboardInterrupt as err:
         # Ctrl-C: 130; SIGTERM, SIGHUP during a run (Stopped): 128 + the signal's number
         stopped = isinstance(err, Stopped)
@@ -86,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if type(err).__module__.split(".")[0] != "psycopg":
             raise
         print(f"drivelab: results store: {one_line(str(err))}", file=sys.stderr)
-        return 2
+        return EXIT_CONTROLLER
 
 
 def _store_named(args: argparse.Namespace | None) -> str:

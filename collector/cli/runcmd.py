@@ -19,7 +19,7 @@ import threading
 import time
 
 from collector.cli.options import DB_HELP, db_arg, inventory_file
-from collector.errors import stopped_by_signals
+from collector.errors import EXIT_INCOMPLETE, EXIT_OK, stopped_by_signals
 from collector.paths import LOCAL_INVENTORY, results_dir
 
 
@@ -92,7 +92,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     from collector.report.publish import publish  # noqa: PLC0415
 
-    return publish(options.db, scen.name, scen.baseline, html=results_dir() / f"{scen.name}.html")
+    publish(options.db, scen.name, scen.baseline, html=results_dir() / f"{scen.name}.html")
+    # stored and reported, but a repetition ended partial or failed, or a cell was not run
+    return EXIT_INCOMPLETE if progress.incomplete else EXIT_OK
 
 
 def port_arg(text: str) -> int:

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import yaml
 
 from collector.ansible_plugins.filter.drivelab import controller_id, pid_start
-from collector.errors import DrivelabError
+from collector.errors import DrivelabError, HostFailure, LabBusy
 from collector.hosts import playbook
 from collector.paths import REPO, ansible_bin
 from collector.scenario.inventory import host_vars
@@ -154,7 +154,7 @@ class SshTransport:
                     self.close()
                     if attempt == 2:
                         where = f"{self.ssh['user']}@{self.ssh['host']}:{self.ssh['port']}"
-                        raise DrivelabError(f"lab lease: cannot reach {where}: {exc}") from None
+                        raise HostFailure(f"lab lease: cannot reach {where}: {exc}") from None
             try:
                 return json.loads(out)
             except ValueError:
@@ -362,7 +362,7 @@ class Lease:
             takeover = None
             text = f"{self.host} is in use: {describe(record)}"
             if not wait:
-                raise DrivelabError(
+                raise LabBusy(
                     f"lab lease: {text}; nothing was touched (--wait waits for it;"
                     " drivelab status shows it)"
                 )

@@ -22,27 +22,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from collector.errors import DrivelabError
+from collector.errors import EXIT_BUSY, EXIT_HOSTS, EXIT_USAGE, DrivelabError, HostFailure
 from collector.hosts import warmstart
 from collector.paths import PLAYBOOKS, REPO, ansible_bin, results_dir
 
 #: the lease module's refusal code for "this run no longer holds the lab"
 #: (roles/drivelab/module_utils/drivelab_lease.py)
 LEASE_LOST = "lease_lost"
+#: ... and "another holds the lab" (a playbook called while the lease is someone else's)
+LEASE_HELD = "lease_held"
 
 #: the drive modules' refusal code for "drivelab's own PostgreSQL data is on this drive"
 #: (roles/candidate_drive/module_utils/drivelab_argv.py): release it, then retry
 HOLDS_POSTGRESQL_DATA = "holds_postgresql_data"
 
 
-class PlaybookFailed(DrivelabError):
+class PlaybookFailed(HostFailure):
     """A playbook that failed: the one-line message, and the failed tasks as the
     ``drivelab_failures`` callback wrote them (host, task, msg, and a drive module's
-    ``refusal`` code where it gave one)."""
+    ``refusal`` code where it gave one). Its exit status: the lab busy when a playbook's
+    own lease was refused, the input's when a module refused what it was asked (a drive
+    the gate will not touch), else the hosts'."""
 
     def __init__(self, message: str, failures: tuple[dict, ...] = ()) -> None:
         super().__init__(message)
         self.failures = failures
+
+    @property
+    def exit_status(self) -> int:  # type: ignore[override]
+        refusals = self.refusals
+        if LEASE_HELD in refusals:
+            return EXIT_BUSY
+        return EXIT_USAGE if refusals else EXIT_HOSTS
 
     @property
     def refusals(self) -> set[str]:

@@ -81,6 +81,7 @@ class Progress:
     estimate: float = 0.0
     done: int = 0
     problems: int = 0
+    incomplete: int = 0  #: repetitions partial/failed at their last attempt, cells not run
     #: "<cell>: not run: <why>" of every cell whose drive or database stage failed
     not_run: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
@@ -331,6 +332,7 @@ class ScenarioRun:
             # a refused drive, an md set where md is absent, a failed init: this cell is
             # not run, the others are (unless --fail-fast)
             self.progress.problems += 1
+            self.progress.incomplete += 1
             self.progress.not_run.append(f"{cell.cell_id}: not run: {err}")
             self.console.print(f"{head}: not run: {err}")
             if self.opts.fail_fast:
@@ -444,6 +446,7 @@ class ScenarioRun:
             return True
         self.server.cluster = None  # the server may not be as the database stage left it
         self.progress.problems += 1
+        self.progress.incomplete += int(last)
         if self.opts.fail_fast:
             raise DrivelabError(
                 f"{cell.cell_id} {which}: {st.status.value} ({st.reason}); --fail-fast"

@@ -7,7 +7,7 @@ import os
 import subprocess
 from typing import TYPE_CHECKING, Any
 
-from collector.errors import DrivelabError
+from collector.errors import HostFailure
 from collector.paths import REPO, ansible_bin
 
 if TYPE_CHECKING:
@@ -50,13 +50,13 @@ def preflight(inventory: Path, console: Console, hosts: dict[str, Any] | None = 
         results = doc["plays"][0]["tasks"][0]["hosts"]
     except (ValueError, KeyError, IndexError):
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise DrivelabError(
+        raise HostFailure(
             f"preflight: ansible exited {proc.returncode}: nothing was touched ({last[:200]})"
         ) from None
     for host, res in sorted(results.items()):
         if res.get("unreachable") or res.get("failed"):
             why = " ".join(str(res.get("msg") or "no answer").split())
-            raise DrivelabError(
+            raise HostFailure(
                 f"preflight: host {host} does not answer over SSH: nothing was touched"
                 f" ({why[:200]})"
             )

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from collector.errors import EXIT_CONTROLLER, EXIT_HOSTS, EXIT_INCOMPLETE
 from collector.store import Store
 from tests.lab.conftest import BIN, REPO, drivelab, wait_for
 
@@ -229,7 +230,7 @@ def test_a_client_link_cut_mid_run_leaves_a_partial_run_within_bounded_time(lab2
         f"link cut: pgbench ended after {pgbench_ended:.1f} s, backends gone after "
         f"{backends_gone:.1f} s, Ansible gave up after {ansible_gave_up:.1f} s"
     )
-    assert proc.returncode == 0, out[-3000:]
+    assert proc.returncode == EXIT_INCOMPLETE, out[-3000:]  # rep 0 stored partial
     (r0, r1) = runs(results / "drivelab.db")
     assert r0[:3] == ("nvme", 0, "partial") and "client2" in r0[3], r0
     assert "unreachable" in r0[3], r0
@@ -260,7 +261,7 @@ def test_an_unreachable_client_stops_the_run_before_any_drive_is_touched(lab2, t
         took = time.monotonic() - started
     finally:
         subprocess.run(["ip", "-n", "drivelab-client2", "link", "set", "eth0", "up"], check=True)
-    assert proc.returncode == 2, out
+    assert proc.returncode == EXIT_HOSTS, out
     errors = [line for line in out.splitlines() if line.startswith("drivelab:")]
     assert len(errors) == 1 and "client2" in errors[0] and "nothing was touched" in errors[0], out
     assert "Traceback" not in out
@@ -294,7 +295,7 @@ def test_postgresql_killed_mid_run_fails_that_run_and_the_next_cell_starts_clean
         os.kill(pid, signal.SIGKILL)
     finally:
         out = finish(proc)
-    assert proc.returncode == 0, out[-3000:]
+    assert proc.returncode == EXIT_INCOMPLETE, out[-3000:]  # nvme's run stored failed
     got = runs(results / "drivelab.db")
     assert [g[:3] for g in got] == [("nvme", 0, "failed"), ("ssd", 0, "complete")], got
     reason = got[0][3]
@@ -330,7 +331,7 @@ def test_a_full_results_filesystem_is_one_line_and_the_store_survives(lab2, tmp_
         second = write_scenario(tmp_path, "fault-full-second")
         proc = start_run(second, mnt)
         out = finish(proc)
-        assert proc.returncode == 2, out[-3000:]
+        assert proc.returncode == EXIT_CONTROLLER, out[-3000:]  # the controller's disk
         errors = [line for line in out.splitlines() if line.startswith("drivelab:")]
         assert len(errors) == 1 and ("No space left" in errors[0] or "full" in errors[0]), out[
             -2000:

@@ -156,6 +156,7 @@ def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
     assert large["hit_ratio"] < small["hit_ratio"], (small, large)
     assert large["dataset_bytes"] >= 2 * large["memory_bytes"]
     assert "cache not defeated" in out and "cache defeated" in out
+    _caveats_marked(out, results / "drivelab.db", tmp_path)
     page = (results / "telemetry-test.html").read_text()
     assert "Device telemetry" in page and "drivelab_device_read_iops" in page
     # the run provisioned the fresh lab in full, which left drivelab's cluster running
@@ -170,6 +171,39 @@ def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
     for cell_dir in (results / "runs" / "telemetry-test").iterdir():
         server = json.loads((cell_dir / "db" / "database.json").read_text())["postgresql"]
         assert server["version"] and server["settings"]["shared_buffers"], server
+
+
+def _caveats_marked(out: str, db: Path, tmp_path: Path) -> None:
+    """The cell that did not defeat the cache (scale 2) carries the mark [m] on its row
+    and `cache_defeated: false` in the JSON, and its verdict line says so; the one that
+    did (scale 20) carries no [m]; each cell's client-bound mark is as its runs' facts."""
+    json_path = tmp_path / "report.json"
+    drivelab("report", "--db", str(db), "--json", str(json_path))
+    cells = {c["test"].split()[3]: c for c in json.loads(json_path.read_text())["cells"]}
+    assert set(cells) == {"s2", "s20"}, cells.keys()
+    assert cells["s2"]["cache_defeated"] is False and cells["s20"]["cache_defeated"] is True
+    with Store.open(db, create=False) as store:
+        sid = store.scenario("telemetry-test").id
+        bound = {
+            spec.test.split()[3]: any(
+                f.value for r in store.runs(cid) for f in store.facts(sid, r.id)
+                if f.scope == "run" and f.key == "client_bound"
+            )
+            for cid, spec in store.cells(sid)
+        }  # fmt: skip
+    for scale, cell in cells.items():
+        assert cell["client_bound"] is bound[scale], (scale, cell)
+        marks = ["c"] * bound[scale] + ["m"] * (scale == "s2")
+        row = next(
+            line
+            for line in out.splitlines()
+            if line.lstrip().startswith("nvme") and f" {scale} " in f" {line} "
+        )
+        assert (f"[{' '.join(marks)}]" in row) if marks else ("[" not in row), (scale, row)
+    verdicts = [line for line in out.splitlines() if line.startswith("verdict ")]
+    assert any("s2" in v and "cache not defeated" in v for v in verdicts), verdicts
+    assert not any("s20" in v and "cache not defeated" in v for v in verdicts), verdicts
+    assert "  [m] cache not defeated: the data fit the DB host's memory: this measured RAM" in out
 
 
 FAILING = """\

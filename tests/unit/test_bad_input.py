@@ -46,7 +46,7 @@ from hypothesis import strategies as st
 from collector import scenario as sc
 from collector.cli import labcmd
 from collector.cli import main as cli
-from collector.errors import DrivelabError
+from collector.errors import EXIT_CONTROLLER, DrivelabError
 from collector.paths import REPO
 from collector.run import conductor as scenariorun
 from collector.scenario.rules import HOST_RULES
@@ -876,8 +876,8 @@ def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
     return rc, out, err
 
 
-def assert_refused(rc: int, out: str, err: str, *, quiet: bool = True) -> None:
-    assert rc == 2, (rc, out, err)
+def assert_refused(rc: int, out: str, err: str, *, quiet: bool = True, status: int = 2) -> None:
+    assert rc == status, (rc, out, err)
     lines = err.splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("drivelab: ") and len(lines[0]) > len("drivelab: ")
@@ -1073,7 +1073,7 @@ def test_a_damaged_store_is_one_line_naming_it_and_left_as_it_was(
     data[start + 8 : start + page_size] = b"\xff" * (page_size - 8)
     store_copy.write_bytes(data)
     rc, out, err = run_main([*verb, "--db", str(store_copy)], capsys)
-    assert_refused(rc, out, err)
+    assert_refused(rc, out, err, status=EXIT_CONTROLLER)  # the controller's store, not the input
     assert err == f"drivelab: results store {store_copy}: database disk image is malformed\n"
     assert store_copy.read_bytes() == data
 
