@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from collector import build
 from collector.cli.options import inventory_file
 from collector.hosts.hostcheck import Problem, check_inventory, dataset_problems, problems
 
@@ -62,7 +63,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         doc["ok"] = not doc["problems"]
         doc["notes"] = notes
     found = doc["problems"]
-    print(json.dumps(doc, indent=2, default=str) if args.json else "\n".join(check_text(doc)))
+    print(
+        json.dumps(build.stamped(doc), indent=2, default=str)
+        if args.json
+        else "\n".join(check_text(doc))
+    )
     return 1 if found else 0
 
 
@@ -108,7 +113,7 @@ def cmd_drives(args: argparse.Namespace) -> int:
                      what="drives")  # fmt: skip
         doc = json.loads(out.read_text(encoding="utf-8"))
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(build.stamped(doc), indent=2))
     else:
         print(drives_yaml(doc) if args.yaml else "\n".join(drives_text(doc)))
     return 0

@@ -11,6 +11,7 @@ import re
 from rich.console import Console
 from rich.table import Table
 
+from collector import build
 from collector.errors import DrivelabError
 from collector.hosts import lab
 from collector.hosts.playbook import run_playbook
@@ -214,7 +215,8 @@ def lab_lease() -> dict:
 
 def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
-        print(json.dumps({**json.loads(lab.status().to_json()), "lease": lab_lease()}, indent=2))
+        doc = {**json.loads(lab.status().to_json()), "lease": lab_lease()}
+        print(json.dumps(build.stamped(doc), indent=2))
         return 0
     st = show_status(Console())
     broken = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from collector import build
 from collector.cli.options import inventory_file
 from collector.hosts import lease
 
@@ -17,7 +18,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     path = inventory_file(args.inventory)
     doc = lease.query(path, sc.load_inventory(path))
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(build.stamped(doc), indent=2))
     else:
         print(f"lab lease on {doc['db_host']}: {doc['text']}")
     return 0

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 
+from collector import build
 from collector.report import ScenarioView, cell_rows, run_rows
 from collector.report.latency import step_rows
 
@@ -128,9 +130,20 @@ def write_csv(views: list[ScenarioView], folder: Path | str) -> list[Path]:
     return written
 
 
-def write_json(views: list[ScenarioView], path: Path | str) -> Path:
+def document(views: list[ScenarioView]) -> dict:
+    """The JSON document of ``views``: its schema version and drivelab's build first."""
+    return build.stamped({"scenarios": [v.info.name for v in views], **tables(views)})
+
+
+def write_json(views: list[ScenarioView], path: Path | str) -> Path | None:
+    """The document written to ``path`` (atomically), or to stdout for ``-`` (None)."""
+    text = json.dumps(document(views), indent=1, default=str) + "\n"
+    if str(path) == "-":
+        sys.stdout.write(text)
+        return None
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"scenarios": [v.info.name for v in views], **tables(views)}
-    p.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(p)
     return p

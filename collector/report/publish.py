@@ -17,15 +17,19 @@ def publish(
     json: Path | None = None,
 ) -> int:
     """The report of ``scenario`` (all scenarios when None) from the store ``db`` on the
-    terminal, then the files asked for; 0 (a verb's exit code)."""
+        terminal, then the files asked for (``json`` ``-``: the JSON document on stdout, alone,
+    instead of the terminal's table); 0 (a verb's exit code)."""
     from rich.console import Console  # noqa: PLC0415  (keep --help fast)
 
     from collector.report import export, load_all, open_store, terminal  # noqa: PLC0415
 
     with open_store(db) as store:
         views = load_all(store, [scenario] if scenario else None, baseline)
-    console = Console()
-    terminal.publish(views, console)
+    # JSON to stdout (``--json -``): stdout is the document alone, the rest on stderr
+    to_stdout = json is not None and str(json) == "-"
+    console = Console(stderr=to_stdout)
+    if not to_stdout:
+        terminal.publish(views, console)
     if html:
         from collector.report import html as html_report  # noqa: PLC0415  (matplotlib: slow)
 
@@ -34,5 +38,7 @@ def publish(
         files = export.write_csv(views, csv)
         console.print(f"CSV: {len(files)} files in {csv}")
     if json:
-        console.print(f"JSON: {export.write_json(views, json)}")
+        written = export.write_json(views, json)
+        if written is not None:
+            console.print(f"JSON: {written}")
     return 0

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from collector import build
 from collector.errors import DrivelabError
 from collector.gather.folder import GatheredRun, gather_run
 from collector.runfolder import find_run_dirs
@@ -15,7 +16,9 @@ from collector.store import Store
 
 def record(store: Store, gathered: GatheredRun) -> int:
     """Store a gathered run (scenario and cell created if new); an earlier gathering
-    of the same repetition is replaced, with its device facts. Returns the run id."""
+    of the same repetition is replaced, with its device facts. Returns the run id. The
+    run fact ``drivelab`` names the build that stored it (:func:`collector.build.info`:
+    for ``drivelab run``, the one that ran it)."""
     info = gathered.scenario_info
     sid = store.add_scenario(
         gathered.scenario,
@@ -23,12 +26,14 @@ def record(store: Store, gathered: GatheredRun) -> int:
         description=info.get("description") or None,
     )
     cid = store.add_cell(sid, gathered.cell)
-    return store.record_run(
+    run_id = store.record_run(
         cid,
         gathered.run,
         replace=True,
         scoped_facts=[(f.scope, f.host, f.facts) for f in gathered.facts],
     )
+    store.add_facts(sid, {"drivelab": build.info()}, scope="run", run_id=run_id)
+    return run_id
 
 
 def gather_folders(

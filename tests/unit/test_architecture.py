@@ -33,6 +33,7 @@ ROOMS = {
     "collector.errors": "types",
     "collector.paths": "types",
     "collector.units": "types",
+    "collector.build": "types",
     "collector.ansible_plugins": "plugins",
 }
 

@@ -7,12 +7,14 @@ path that meets it: a lease held by a live holder, a host that refuses the conne
 from __future__ import annotations
 
 import io
+import json
 import os
 import socket
 
 import pytest
 from rich.console import Console
 
+from collector import build
 from collector.cli import main as cli
 from collector.errors import (
     EXIT_BUSY,
@@ -23,9 +25,13 @@ from collector.errors import (
     HostFailure,
     LabBusy,
 )
+from collector.gather.folder import gather_run
 from collector.hosts import playbook
 from collector.run.preflight import preflight
+from collector.run.storing import record
+from collector.store import Store
 from tests.unit.test_lease import holder, make_lease, rules
+from tests.unit.test_physics import run_folder
 from tests.unit.test_preflight import LOCAL, inventory
 
 
@@ -83,3 +89,34 @@ def test_a_file_that_is_no_store_is_the_input(tmp_path, capsys):
     db.write_bytes(b"SQLite format 3\0" + b"\xff" * 4080)
     assert cli.main(["report", "--db", str(db)]) == EXIT_USAGE
     assert "not a drivelab results store" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ machine-readable output
+
+
+def test_report_and_compare_json_to_stdout_are_the_document_alone(
+    results_db, tmp_path, capsys, monkeypatch
+):
+    """``--json -``: stdout is one JSON document (no table around it, no file named
+    ``-``), stamped with its schema version and drivelab's version and commit."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["report", "--db", str(results_db), "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema_version"] == build.SCHEMA_VERSION
+    assert doc["drivelab"] == build.info() and doc["drivelab"]["commit"]
+    assert {c["drive"] for c in doc["cells"]} == {"hdd", "ssd"}
+    assert cli.main(["compare", "hdd", "ssd", "--db", str(results_db), "--json", "-"]) == 0
+    cmp = json.loads(capsys.readouterr().out)
+    assert cmp["schema_version"] == build.SCHEMA_VERSION and len(cmp["pairs"]) == 1
+    assert not (tmp_path / "-").exists()
+
+
+def test_every_stored_run_names_the_build_that_stored_it(tmp_path):
+    """A run folder gathered and stored (as drivelab run and drivelab gather store it)
+    carries the run fact ``drivelab``: the version and commit that stored it."""
+    with Store.open(tmp_path / "drivelab.db") as store:
+        gathered = gather_run(run_folder("hdd7200-single", tmp_path))
+        run_id = record(store, gathered)
+        sid = store.scenario(gathered.scenario).id
+        facts = {f.key: f.value for f in store.facts(sid, run_id) if f.scope == "run"}
+    assert facts["drivelab"] == build.info() and facts["drivelab"]["version"]
