@@ -19,8 +19,8 @@ import threading
 import time
 
 from collector.cli.options import DB_HELP, db_arg, inventory_file
-from collector.errors import EXIT_INCOMPLETE, EXIT_OK, stopped_by_signals
-from collector.paths import LOCAL_INVENTORY, results_dir
+from collector.errors import EXIT_INCOMPLETE, EXIT_OK, DrivelabError, stopped_by_signals
+from collector.paths import LOCAL_INVENTORY, host_default, results_dir
 
 
 def _settings_not_checked(scen, console) -> None:
@@ -46,6 +46,39 @@ def _import_report() -> None:
         from collector.report import html  # noqa: F401, PLC0415
 
 
+def _datasets_fit(cells, inventory: dict, source) -> None:
+    """The plan refused, before any host is touched, when a cell's datasets need more
+    than its drive's declared size (``size_bytes``: collector.hosts.hostcheck)."""
+    from collector.hosts import hostcheck  # noqa: PLC0415
+
+    found, _ = hostcheck.dataset_problems(cells, inventory)
+    if found:
+        more = f" (and {len(found) - 1} more drives)" if len(found) > 1 else ""
+        raise DrivelabError(f"{source}: plan: {found[0].line()}{more}: nothing was touched")
+
+
+def _against_the_lab(scen, args: argparse.Namespace, console) -> list:
+    """The scenario's cells on a stand-in inventory holding the local lab's drives;
+    what does not fit them refused when the size is ``lab``, else printed as a note."""
+    from collector import scenario as sc  # noqa: PLC0415
+
+    lab_drives = [
+        {"name": d["name"], "size_bytes": d["size"]} for d in host_default("lab_drives", role="lab")
+    ]
+    inventory = sc.inventory_by_count(max(scen.hosts), lab_drives)
+    try:
+        sc.validate_against_inventory(scen, inventory, args.scenario)
+        cells = sc.expand(scen, inventory)
+        _datasets_fit(cells, inventory, args.scenario)
+    except DrivelabError as err:
+        if args.size == "lab":
+            raise
+        console.print(f"note: not the local lab's (its drives): {err}", highlight=False,
+                      soft_wrap=True)  # fmt: skip
+        cells = sc.expand(scen, sc.inventory_by_count(max(scen.hosts)))
+    return cells
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console  # noqa: PLC0415  (keep --help fast)
 
@@ -56,8 +89,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console()
     scen = sc.load(args.scenario, size=args.size)
     if args.dry_run and args.inventory is None and not (LOCAL_INVENTORY / "hosts.yml").exists():
-        # checking a scenario file before any lab exists: the plan, hosts by count
-        cells = sc.expand(scen, sc.inventory_by_count(max(scen.hosts)))
+        # checking a scenario file before any lab exists: the plan, hosts by count, the
+        # drives and datasets against the local lab's drives (names and sizes): refused
+        # for the lab size (--size lab is for the local lab), else said as a note (the
+        # scenario may be a real lab's, whose drives only its inventory knows)
+        cells = _against_the_lab(scen, args, console)
         console.print(sc.plan_text(scen, cells, hosts_by_count=True))
         console.print(
             "not checked (no inventory: give --inventory, or 'drivelab lab up'): "
@@ -71,6 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     inventory = sc.load_inventory(inv_path)
     sc.validate_against_inventory(scen, inventory, args.scenario)
     cells = sc.expand(scen, inventory)
+    _datasets_fit(cells, inventory, args.scenario)
     console.print(sc.plan_text(scen, cells))
     if args.dry_run:
         _settings_not_checked(scen, console)

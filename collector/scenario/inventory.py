@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -379,17 +380,18 @@ def ssh_settings(inventory: dict, host: str) -> dict[str, Any] | None:
 
 #: what validate_against_inventory checks, for a plan made without an inventory
 NOT_CHECKED_WITHOUT_INVENTORY = (
-    "the drives and RAID members are candidate drives of the DB host",
-    "a RAID set is not named like one of them",
+    "the drives are a real lab's (they were checked against the local lab's drives)",
     "their rpm and power_loss_protection are well-formed",
     "the host counts fit the inventory's client hosts",
     "the host names are valid",
 )
 
 
-def inventory_by_count(clients: int) -> dict[str, Any]:
-    """A stand-in inventory of ``clients`` client hosts and a DB host without drives, to
-    expand a scenario into its plan before any lab or inventory exists: cell names
-    count hosts (``h2``), so they are those a real inventory gives."""
+def inventory_by_count(clients: int, drives: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """A stand-in inventory of ``clients`` client hosts and a DB host with ``drives``
+    (candidate drives: ``name``, ``size_bytes``), to expand a scenario into its plan
+    before any lab or inventory exists: cell names count hosts (``h2``), so they are
+    those a real inventory gives."""
     hosts = {f"client{i}": {} for i in range(1, clients + 1)}
-    return {"all": {"children": {"db": {"hosts": {"dbhost": {}}}, "clients": {"hosts": hosts}}}}
+    db = {"dbhost": {"candidate_drives": [dict(d) for d in drives]} if drives else {}}
+    return {"all": {"children": {"db": {"hosts": db}, "clients": {"hosts": hosts}}}}

@@ -959,7 +959,15 @@ NAMES = st.one_of(STRINGS, st.sampled_from(["two-drives", "hdd", "ssd", "lab"]))
 
 def test_cli_run_dry_run_plain(sandbox: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The sandbox lets a good command line through: a shipped scenario runs dry."""
-    argv = ["run", str(SCENARIOS[0]), "--dry-run", "--inventory", str(INVENTORY_DIR)]
+    argv = [
+        "run",
+        str(SCENARIOS[0]),
+        "--size",
+        "lab",
+        "--dry-run",
+        "--inventory",
+        str(INVENTORY_DIR),
+    ]
     rc, out, err = run_main(argv, capsys)
     assert (rc, err) == (0, "") and "estimated duration" in out
 

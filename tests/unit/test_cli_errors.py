@@ -76,7 +76,7 @@ def test_dry_run_without_a_lab_prints_the_plan_and_what_it_could_not_check(
     assert err == ""
     assert " nvme-ext4-cluster-s34-h2-tpcb " in out and "2 client hosts" in out
     assert "estimated duration: about" in out
-    assert "not checked (no inventory" in out and "candidate drives of the DB host" in out
+    assert "not checked (no inventory" in out and "the drives are a real lab's" in out
     assert not (tmp_path / "results").exists()
     # with the inventory named and missing, it stays an error: the operator asked for it
     assert cli.main([*argv, "--inventory", str(tmp_path / "nope")]) == 2
