@@ -17,8 +17,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     from collector.report.publish import publish  # noqa: PLC0415  (keep --help fast)
 
     return publish(
-        args.db, args.scenario, args.baseline, html=args.html, csv=args.csv, json=args.json
-    )
+        args.db, args.scenario, args.baseline, html=args.html, csv=args.csv, json=args.json,
+        verbose=args.verbose,
+    )  # fmt: skip
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -46,6 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("scenario", nargs="?", metavar="SCENARIO", help="one scenario (default: all)")
     rep.add_argument("--db", type=db_arg, default=None, help=DB_HELP)
     rep.add_argument("--baseline", metavar="DRIVE", help="drive the ratios refer to")
+    rep.add_argument(
+        "-v", "--verbose", action="store_true",
+        help="every start line and physics note, not their summary",
+    )  # fmt: skip
     rep.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
     rep.add_argument("--csv", type=Path, metavar="DIR", help="write every figure's data as CSV")
     rep.add_argument(

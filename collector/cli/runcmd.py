@@ -129,7 +129,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     from collector.report.publish import publish  # noqa: PLC0415
 
-    publish(options.db, scen.name, scen.baseline, html=results_dir() / f"{scen.name}.html")
+    html = results_dir() / f"{scen.name}.html"
+    publish(options.db, scen.name, scen.baseline, html=html, verbose=args.verbose)
     # stored and reported, but a repetition ended partial or failed, or a cell was not run
     return EXIT_INCOMPLETE if progress.incomplete else EXIT_OK
 

@@ -343,6 +343,26 @@ def _clock_words(per_run: list[object]) -> str:
     return f"clocks off the controller's, corrected: {named}"
 
 
+def start_summary(view: ScenarioView) -> str | None:
+    """The start lines in one line: how many cells, the worst launch spread and the worst
+    first-transaction spread over all of them (the per-cell lines: ``report -v``)."""
+    launch = run_facts(view, "launch_skew_s")
+    launches, firsts, cells = [], [], 0
+    for cv in view.cells:
+        runs = [r for r in cv.stats.runs if r.status == RunStatus.COMPLETE and r.clients > 1]
+        mine = [float(v) for r in runs if isinstance(v := launch.get(r.run_id), int | float)]
+        if mine:
+            cells += 1
+            launches += mine
+            firsts += [r.start_skew_s for r in runs if r.start_skew_s is not None]
+    if not cells:
+        return None
+    words = f"launches at most {_ms(max(launches))} apart"
+    if firsts:
+        words += f", first transactions at most {_ms(max(firsts))} apart"
+    return f"{cells} cells, worst run of each: {words}"
+
+
 def verdict_lines(view: ScenarioView) -> list[str]:
     """The answer at a glance, one line per test: the fastest drive against the baseline
     (``nvme vs hdd7200: 17.8x``), or the one drive's tps, and what qualifies it (``but
@@ -394,6 +414,8 @@ class Findings:
     physics: tuple[PhysicsLine, ...]
     checkpoints: tuple[str, ...]
     starts: tuple[str, ...]
+    #: the start lines in one (None: no cell with more than one client)
+    start_summary: str | None
     searches: tuple[str, ...]
     warnings: tuple[str, ...]
     pretests: tuple[tuple[str, ...], ...]
@@ -416,6 +438,7 @@ def findings(view: ScenarioView) -> Findings:
             physics=tuple(physics_lines(view)),
             checkpoints=tuple(checkpoint_lines(view)),
             starts=tuple(start_lines(view)),
+            start_summary=start_summary(view),
             searches=tuple(search_lines(view)),
             warnings=tuple(warnings(view)),
             pretests=tuple(tuple(r) for r in pretest_rows(view)),

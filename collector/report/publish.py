@@ -15,6 +15,7 @@ def publish(
     html: Path | None = None,
     csv: Path | None = None,
     json: Path | None = None,
+    verbose: bool = False,
 ) -> int:
     """The report of ``scenario`` (all scenarios when None) from the store ``db`` on the
         terminal, then the files asked for (``json`` ``-``: the JSON document on stdout, alone,
@@ -29,7 +30,7 @@ def publish(
     to_stdout = json is not None and str(json) == "-"
     console = Console(stderr=to_stdout)
     if not to_stdout:
-        terminal.publish(views, console)
+        terminal.publish(views, console, verbose=verbose)
     if html:
         from collector.report import html as html_report  # noqa: PLC0415  (matplotlib: slow)
 

@@ -138,7 +138,12 @@ def print_latency(view: ScenarioView, console: Console) -> None:
         console.print(f"  [bold red]lag[/bold red] {escape(line)}", highlight=False)
 
 
-def publish(views: list[ScenarioView], console: Console | None = None) -> None:
+def publish(
+    views: list[ScenarioView], console: Console | None = None, *, verbose: bool = False
+) -> None:
+    """The report of ``views`` on the terminal. Lines that say more than the figures
+    need (each cell's start, the notes of what a drive is) one line each only with
+    ``verbose``; else the start lines in one and the notes counted."""
     console = console or Console()
     for view in views:
         said = findings(view)
@@ -150,7 +155,7 @@ def publish(views: list[ScenarioView], console: Console | None = None) -> None:
         pre = pretest_table(view)
         if pre is not None:
             console.print(pre)
-        _lines(said, console)
+        _lines(said, console, verbose)
 
 
 def _heading(view: ScenarioView, said: Findings, console: Console) -> None:
@@ -168,7 +173,7 @@ def _heading(view: ScenarioView, said: Findings, console: Console) -> None:
                       highlight=False)  # fmt: skip
 
 
-def _lines(said: Findings, console: Console) -> None:
+def _lines(said: Findings, console: Console, verbose: bool) -> None:
     """The report's lines under its tables, each kind with its word."""
     for line in said.searches:
         console.print(f"  [green]rate search[/green] {escape(line)}", highlight=False,
@@ -177,12 +182,19 @@ def _lines(said: Findings, console: Console) -> None:
         console.print(f"  [cyan]cache[/cyan] {escape(line)}", highlight=False)
     for line in said.checkpoints:
         console.print(f"  [magenta]checkpoint[/magenta] {escape(line)}", highlight=False)
-    for line in said.starts:
+    starts = said.starts if verbose or said.start_summary is None else (said.start_summary,)
+    for line in starts:
         console.print(f"  [blue]start[/blue] {escape(line)}", highlight=False)
+    notes = [p for p in said.physics if p.level != physics.WARNING]
     for p in said.physics:
+        if p.level != physics.WARNING and not verbose:
+            continue
         style = "bold red" if p.level == physics.WARNING else "cyan"
         console.print(f"  [{style}]{p.kind}[/{style}] {escape(p.who)}: {escape(p.message)}",
                       highlight=False)  # fmt: skip
+    if notes and not verbose:
+        console.print(f"  [cyan]physics[/cyan] {len(notes)} notes (checks not made, what a"
+                      " drive is): report -v lists them", highlight=False)  # fmt: skip
     for line in said.notes:
         console.print(f"  [yellow]note[/yellow] {line}", highlight=False)
     for line in said.warnings:

@@ -17,7 +17,7 @@ from collector.report import PRETEST_PREFIXES
 from collector.store import Store
 from collector.verdicts import physics
 from collector.verdicts.pretest import summarize
-from tests.lab.conftest import BIN, REPO
+from tests.lab.conftest import BIN, REPO, drivelab
 
 pytestmark = pytest.mark.lab
 
@@ -112,4 +112,9 @@ def test_rotating_but_fast_drive_is_flagged_and_the_honest_one_is_not(pretest_ru
         for line in lines
     ), proc.stdout[-3000:]
     assert not [line for line in lines if line.startswith("flush hdd7200:")]
+    # what a drive is (a note, not a flag on a figure): counted in the run's report, said
+    # with report -v
+    assert any(line.startswith("physics ") and " notes (" in line for line in lines), lines
+    verbose = drivelab("report", "-v", "pretest-test", "--db", str(results / "drivelab.db"))
+    lines = [line.strip() for line in verbose.stdout.splitlines()]
     assert any(line.startswith("plp nvme: power-loss protection: unknown") for line in lines)

@@ -776,7 +776,7 @@ def test_gather_then_report(tmp_path, capsys, wide):
     assert len(out) == 1
     assert out[0].startswith("two-client/nvme-ext4-tablespace-s20-c2-tpcb rep 0: complete, ")
     assert out[0].endswith(" tps (window)")
-    assert cli.main(["report", "--db", str(db)]) == 0
+    assert cli.main(["report", "-v", "--db", str(db)]) == 0
     report = capsys.readouterr().out
     row = next(line for line in report.splitlines() if line.startswith("nvme "))
     assert "test: tpcb ext4 tablespace s20 2cl c4 j2 T15" in report
@@ -933,7 +933,15 @@ def test_the_start_in_three_steps_launch_connections_first_transactions(tmp_path
     db = tmp_path / "store.db"
     with Store.open(db) as store:
         storing.record_run_dir(store, run_dir)
-    assert cli.main(["report", "--db", str(db), "--json", str(tmp_path / "r.json")]) == 0
+    assert cli.main(["report", "--db", str(db)]) == 0
+    # by default the start lines in one: the worst of every cell
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "start 1 cells, worst run of each: launches at most 3.0 ms apart,"
+        " first transactions at most 250.0 ms apart"
+    ) in out, out
+    assert "start nvme:" not in out
+    assert cli.main(["report", "-v", "--db", str(db), "--json", str(tmp_path / "r.json")]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert (
         "start nvme: 2 clients, worst of 1 runs: launches 3.0 ms apart (drivelab's);"
@@ -992,14 +1000,14 @@ def test_the_two_phase_start_stores_its_lead_and_the_handover(tmp_path, capsys):
     db = tmp_path / "store.db"
     with Store.open(db) as store:
         storing.record_run_dir(store, on_time)
-    assert cli.main(["report", "--db", str(db), "--json", str(tmp_path / "r.json")]) == 0
+    assert cli.main(["report", "-v", "--db", str(db), "--json", str(tmp_path / "r.json")]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "launches 0.7 ms apart (drivelab's; instant chosen 600.0 ms ahead, all armed)" in out
     (row,) = json.loads((tmp_path / "r.json").read_text())["runs"]
     assert row["start_lead_s"] == pytest.approx(0.6, abs=1e-6)
     with Store.open(db) as store:
         storing.record_run_dir(store, late)
-    assert cli.main(["report", "--db", str(db)]) == 0
+    assert cli.main(["report", "-v", "--db", str(db)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "a client launched 200.5 ms after it" in out, out
 
@@ -1056,6 +1064,6 @@ def test_a_client_clock_ahead_is_put_on_the_controllers_clock(tmp_path, capsys):
     db = tmp_path / "store.db"
     with Store.open(db) as store:
         storing.record_run_dir(store, run_dir)
-    assert cli.main(["report", "--db", str(db)]) == 0
+    assert cli.main(["report", "-v", "--db", str(db)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "clocks off the controller's, corrected: client2 +300.0 ms (±0.4)" in out, out

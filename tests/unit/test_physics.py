@@ -364,7 +364,7 @@ def physics_store(tmp_path):
 def test_the_terminal_report_says_each_flag_in_words(physics_store, capsys, monkeypatch):
     path, _ = physics_store
     monkeypatch.setenv("COLUMNS", "250")
-    assert cli.main(["report", "--db", str(path)]) == 0
+    assert cli.main(["report", "-v", "--db", str(path)]) == 0
     lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
     flush = [line for line in lines if line.startswith("flush ")]
     assert any(line.startswith("flush hdd7200wc: pg_test_fsync") for line in flush), flush
