@@ -71,6 +71,8 @@ def parse_metrics(text: str, url: str = "<metrics>") -> list[tuple[RunLabels, Cl
                 row = found.setdefault((*key, labels["client"]), {"client": labels["client"]})
                 if name in fields:
                     row[fields[name]] = value
+                elif name == "drivelab_client_transactions_total":
+                    row["transactions"] = value
                 elif name == "drivelab_client_up":
                     row["up"] = value == 1
                 elif name == "drivelab_client_status" and value == 1:

@@ -8,9 +8,10 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from collector import build
 from collector.errors import DrivelabError
 from collector.live.state import ClientRow, RunLabels, Status
 
@@ -74,8 +75,17 @@ class _LiveCollector(Collector):
             "1 for the client's current status, 0 for the others",
             labels=(*LABELS, "status"),
         )
+        # a counter beside the gauges of rates: rate() over it is what Prometheus users
+        # expect; exposed as drivelab_client_transactions_total
+        transactions = CounterMetricFamily(
+            "drivelab_client_transactions",
+            "Transactions since pgbench started (from its progress lines: tps x interval)",
+            labels=LABELS,
+        )
         for labels, row in rows:
             values = [{**labels.as_labels(), "client": row.client}[k] for k in LABELS]
+            if row.transactions is not None:
+                transactions.add_metric(values, row.transactions)
             for name, _, field in GAUGES:
                 value = getattr(row, field)
                 if value is not None:  # unknown is absent, never 0
@@ -86,6 +96,14 @@ class _LiveCollector(Collector):
         yield from families.values()
         yield up
         yield status
+        yield transactions
+        info = GaugeMetricFamily(
+            "drivelab_build_info", "drivelab's version and commit (value 1)",
+            labels=("version", "commit"),
+        )  # fmt: skip
+        b = build.info()
+        info.add_metric([str(b["version"]), str(b["commit"] or "")], 1.0)
+        yield info
 
 
 class MetricsExporter:

@@ -64,6 +64,9 @@ class ClientRow:
     remaining_s: float | None = None
     updated_at: float | None = None  # controller epoch of the last line or event
     up: bool = False  # the SSH stream is open and following
+    #: transactions since pgbench started, from its progress lines (tps x interval): a
+    #: counter that only grows; ``None`` before the first line
+    transactions: float | None = None
 
 
 class LiveState:
@@ -213,6 +216,7 @@ class LiveState:
                 reason=self._reason,
                 tps_now=self._tps_now,
                 tps_average=average,
+                transactions=self._transactions if self._last_t is not None else None,
                 latency_s=self._latency_s,
                 elapsed_s=elapsed,
                 remaining_s=remaining,

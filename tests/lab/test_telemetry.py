@@ -157,6 +157,7 @@ def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
     assert large["dataset_bytes"] >= 2 * large["memory_bytes"]
     assert "cache not defeated" in out and "cache defeated" in out
     _caveats_marked(out, results / "drivelab.db", tmp_path)
+    _rules_and_dashboard_answer(results / "drivelab.db")
     page = (results / "telemetry-test.html").read_text()
     assert "Device telemetry" in page and "drivelab_device_read_iops" in page
     # the run provisioned the fresh lab in full, which left drivelab's cluster running
@@ -171,6 +172,34 @@ def test_telemetry_and_the_cache_defeat_verdicts(lab256, tmp_path):
     for cell_dir in (results / "runs" / "telemetry-test").iterdir():
         server = json.loads((cell_dir / "db" / "database.json").read_text())["postgresql"]
         assert server["version"] and server["settings"]["shared_buffers"], server
+
+
+def query_at(promql: str, at: float) -> list[dict]:
+    url = f"{PROMETHEUS}/api/v1/query?" + urllib.parse.urlencode({"query": promql, "time": at})
+    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310  (loopback)
+        doc = json.load(resp)
+    assert doc["status"] == "success", (promql, doc)
+    return doc["data"]["result"]
+
+
+def _rules_and_dashboard_answer(db: Path) -> None:
+    """Every recording rule drivelab ships and every expression of its Grafana dashboard
+    returns series from the lab's Prometheus at an instant in the middle of a run."""
+    with Store.open(db, create=False) as store:
+        sid = store.scenario("telemetry-test").id
+        run = next(r for cid, _ in store.cells(sid) for r in store.runs(cid))
+    mid = (run.started_at + run.ended_at) / 2
+    rules = yaml.safe_load((REPO / "roles/prometheus_server/files/drivelab-rules.yml").read_text())
+    records = [r["record"] for g in rules["groups"] for r in g["rules"]]
+    dashboard = json.loads(
+        (REPO / "roles/prometheus_server/files/grafana/drivelab.json").read_text()
+    )
+    exprs = [
+        t["expr"].replace("$scenario", ".*").replace("$db_host", ".*")
+        for panel in dashboard["panels"] for t in panel["targets"]
+    ]  # fmt: skip
+    empty = [e for e in records + exprs if not query_at(e, mid)]
+    assert not empty, f"no series at the run's middle ({mid:.0f}) for: {empty}"
 
 
 def _caveats_marked(out: str, db: Path, tmp_path: Path) -> None:

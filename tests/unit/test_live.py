@@ -22,6 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
+from collector import build
 from collector.errors import DrivelabError
 from collector.live import (
     ClientRow,
@@ -345,6 +346,18 @@ def test_exporter_serves_gauges_over_http_and_frees_its_port():
         assert value[("drivelab_client_remaining_seconds", "client2", None)] == 60
         assert value[("drivelab_client_status", "client2", "waiting")] == 1
         assert "# TYPE drivelab_client_tps gauge" in text
+        # a counter of transactions (rate() over it), client1's two progress lines so far;
+        # none yet for client2; and the build
+        assert "# TYPE drivelab_client_transactions_total counter" in text
+        assert value[("drivelab_client_transactions_total", "client1", None)] == pytest.approx(
+            34108.25 * 2
+        )
+        assert ("drivelab_client_transactions_total", "client2", None) not in value
+        (info,) = [s for k, s in samples.items() if k[0] == "drivelab_build_info"]
+        assert info.value == 1 and info.labels == {
+            "version": build.info()["version"],
+            "commit": build.info()["commit"] or "",
+        }
         # the values are read at scrape time
         states["client1"].mark_lost("gone")
         again = _get(exporter.url)
