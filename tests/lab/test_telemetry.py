@@ -188,7 +188,8 @@ def _rules_and_dashboard_answer(db: Path) -> None:
     with Store.open(db, create=False) as store:
         sid = store.scenario("telemetry-test").id
         run = next(r for cid, _ in store.cells(sid) for r in store.runs(cid))
-    mid = (run.started_at + run.ended_at) / 2
+        seconds = [p.start for p in store.series(run.id)]  # pgbench's per-second points
+    mid = (min(seconds) + max(seconds)) / 2
     rules = yaml.safe_load((REPO / "roles/prometheus_server/files/drivelab-rules.yml").read_text())
     records = [r["record"] for g in rules["groups"] for r in g["rules"]]
     dashboard = json.loads(
@@ -223,10 +224,11 @@ def _caveats_marked(out: str, db: Path, tmp_path: Path) -> None:
     for scale, cell in cells.items():
         assert cell["client_bound"] is bound[scale], (scale, cell)
         marks = ["c"] * bound[scale] + ["m"] * (scale == "s2")
+        # the table's row: the drive, its marks, the test's own word (the scale)
         row = next(
             line
             for line in out.splitlines()
-            if line.lstrip().startswith("nvme") and f" {scale} " in f" {line} "
+            if re.match(rf"\s*nvme( \[[a-z ]+\])?\s+{scale}\s", line)
         )
         assert (f"[{' '.join(marks)}]" in row) if marks else ("[" not in row), (scale, row)
     verdicts = [line for line in out.splitlines() if line.startswith("verdict ")]
