@@ -29,7 +29,6 @@ from collector.report import ScenarioView
 from collector.report import latency as load_steps
 from collector.report.findings import run_facts
 from collector.verdicts import caveats as caveat
-from collector.verdicts.pretest import summarize
 
 mpl.rcParams["svg.fonttype"] = "path"
 mpl.rcParams["svg.hashsalt"] = "drivelab"
@@ -439,55 +438,4 @@ def plot_latency(view: ScenarioView) -> str | None:
     ax.set_title("latency distribution (complete runs; dashed: p95)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3, which="both")
-    return _svg(fig)
-
-
-def plot_telemetry(view: ScenarioView) -> list[tuple[str, str]]:
-    """One plot per telemetry metric, one line per label set."""
-    by_metric = defaultdict(lambda: defaultdict(list))
-    for s in view.telemetry:
-        if s.timestamp is None:
-            continue
-        key = ", ".join(f"{k}={v}" for k, v in s.labels.items())
-        by_metric[(s.metric, s.unit)][key].append((s.timestamp, s.value))
-    out = []
-    for (metric, unit), lines in sorted(by_metric.items()):
-        fig = Figure(figsize=(9, 2.6))
-        ax = fig.subplots()
-        t0 = min(t for pts in lines.values() for t, _ in pts)
-        for label, pts in sorted(lines.items()):
-            pts.sort()
-            ax.plot([t - t0 for t, _ in pts], [v for _, v in pts], label=label)
-        ax.set_title(metric)
-        ax.set_xlabel("seconds")
-        ax.set_ylabel(unit)
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
-        out.append((metric, _svg(fig)))
-    return out
-
-
-def plot_sweep(view: ScenarioView) -> str | None:
-    """Random-read throughput against block size (queue depth 1), one line per drive
-    and write cache state, log-log."""
-    rows = [p for p in summarize(view.pretests) if p.sweep_bps]
-    if not rows:
-        return None
-    fig = Figure(figsize=(9, 3.2))
-    ax = fig.subplots()
-    for p in rows:
-        sizes = sorted(p.sweep_bps)
-        ax.plot(
-            [b / 1024 for b in sizes],
-            [p.sweep_bps[b] / 1e6 for b in sizes],
-            marker="o",
-            label=f"{p.drive} (write cache {p.write_cache})",
-        )
-    _log(ax, "x", base=2)
-    _log(ax, "y")
-    ax.set_title("block-size sweep: random reads, queue depth 1")
-    ax.set_xlabel("block size, KiB")
-    ax.set_ylabel("MB/s")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
     return _svg(fig)

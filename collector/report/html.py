@@ -7,6 +7,7 @@ is fetched."""
 from __future__ import annotations
 
 import html
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from collector.records import RunStatus
 from collector.report import (
     ScenarioView,
     charts,
+    devicecharts,
     fmt_cache,
     fmt_ms,
     fmt_ratio,
@@ -38,6 +40,7 @@ th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .partial{color:#a60}.failed{color:#b00}.note{color:#555;font-size:.9em}
 .warn{color:#b00;font-weight:bold}
 .verdict{font-size:1.15em;font-weight:bold}.legend{font-size:.9em;margin:.2em 0}
+.toc{columns:3;font-size:.85em}.toc li.h3{margin-left:1.5em}
 figure{margin:1em 0}svg{max-width:100%;height:auto}
 .pair{display:flex;gap:1em;align-items:flex-start}.pair figure{flex:1;min-width:0;margin:.5em 0}
 """
@@ -265,12 +268,23 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
         page = _page(views, now)
     finally:
         charts._PENDING.reset(token)
-    svgs = charts._draw_all(pending)
+    svgs = [_own_ids(svg, n) for n, svg in enumerate(charts._draw_all(pending))]
     # the page split at its NULs: text, then a mark's name, then text, ...
     return "".join(
         svgs[int(piece.removeprefix("drivelab-figure-"))] if i % 2 else piece
         for i, piece in enumerate(page.split("\0"))
     )
+
+
+_SVG_ID = re.compile(r'\bid="([^"]+)"')
+_SVG_REF = re.compile(r'(href="#|url\(#)([^")]+)')
+
+
+def _own_ids(svg: str, n: int) -> str:
+    """Figure ``n``'s SVG with its ids (matplotlib names glyphs and clip paths alike in
+    every figure) and the references to them prefixed ``f<n>-``: one page, no id twice."""
+    svg = _SVG_ID.sub(lambda m: f'id="f{n}-{m.group(1)}"', svg)
+    return _SVG_REF.sub(lambda m: f"{m.group(1)}f{n}-{m.group(2)}", svg)
 
 
 def _page(views: list[ScenarioView], now: datetime | None) -> str:
@@ -303,21 +317,44 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
         lat = charts.plot_latency(view)
         if lat:
             parts.append(f"<h3>Latency distribution</h3><figure>{lat}</figure>")
-        tele = charts.plot_telemetry(view)
+        tele = devicecharts.plot_telemetry(view)
         if tele:
             parts.append("<h3>Device telemetry</h3>")
             parts += [f"<figure>{svg}</figure>" for _, svg in tele]
         if view.pretests:
             parts.append("<h3>Raw drive pre-tests (fio direct I/O, pg_test_fsync)</h3>")
             parts.append(_table(list(PRETEST_COLUMNS), [list(r) for r in findings(view).pretests]))
-            sweep = charts.plot_sweep(view)
+            sweep = devicecharts.plot_sweep(view)
             if sweep:
                 parts.append(f"<figure>{sweep}</figure>")
         parts.append(_physics(view))
         parts += _environment_section(view)
         parts += _facts_section(view)
     parts.append("</body></html>")
-    return "\n".join(parts)
+    return _with_contents("\n".join(parts))
+
+
+_HEADING = re.compile(r"<(h[23])>(.*?)</\1>")
+
+
+def _with_contents(page: str) -> str:
+    """The page with an id on each scenario's heading and section, and their table of
+    contents after the page's first paragraph: an 8,000-pixel page is read by its
+    sections."""
+    entries: list[tuple[str, str, str]] = []
+
+    def named(m: re.Match) -> str:
+        ident = f"sec-{len(entries) + 1}"
+        entries.append((m.group(1), ident, m.group(2)))
+        return f'<{m.group(1)} id="{ident}">{m.group(2)}</{m.group(1)}>'
+
+    page = _HEADING.sub(named, page)
+    items = "".join(
+        f'<li class={level}><a href="#{ident}">{text}</a></li>' for level, ident, text in entries
+    )
+    nav = f"<nav><h2>Contents</h2><ul class=toc>{items}</ul></nav>"
+    head, sep, rest = page.partition("</p>")
+    return head + sep + nav + rest
 
 
 def _summary_section(view: ScenarioView) -> list[str]:

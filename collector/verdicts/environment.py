@@ -88,6 +88,11 @@ def show(value: Any, key: str = "") -> str:
         return "(default)" if key.startswith("postgresql.settings.") else "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, Mapping):
+        # a nested value in words, not a Python repr ({'firmware': None})
+        return ", ".join(f"{k}: {show(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, list | tuple):
+        return ", ".join(show(v) for v in value) or "-"
     return str(value)
 
 

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 
 import pytest
 from rich.console import Console
 
 from collector.cli import main as cli
-from collector.report import compare, findings, html, load, terminal
-from collector.store import Store
+from collector.report import ScenarioView, compare, devicecharts, findings, html, load, terminal
+from collector.store import Fact, Store
 from collector.verdicts import caveats as caveat
-from collector.verdicts import physics
+from collector.verdicts import environment, physics, telemetry
 
 
 def _flag(code: str, level: str) -> dict:
@@ -146,3 +147,41 @@ def test_the_html_marks_the_row_and_hatches_the_bars(flagged, results_db):
     with Store.open(results_db, create=False) as store:
         plain = html.render([load(store, "two-drives")])
     assert "<pattern " not in plain and "[c]" not in plain and "class=legend" not in plain
+
+
+def test_the_page_has_each_id_once_and_a_table_of_contents(flagged):
+    """Every figure's SVG ids are its own (matplotlib names glyphs and clip paths alike in
+    every figure), every reference points at an id of the page, and the contents link each
+    section's heading."""
+    with Store.open(flagged, create=False) as store:
+        page = html.render([load(store, "two-drives")])
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) > 50 and len(ids) == len(set(ids))
+    refs = set(re.findall(r'(?:href="#|url\(#)([^")]+)', page))
+    assert refs and refs <= set(ids), refs - set(ids)
+    toc = page.split("<ul class=toc>", 1)[1].split("</ul>", 1)[0]
+    assert '<a href="#sec-1">Scenario two-drives</a>' in toc and "Runs" in toc
+    # the verdict and the table come before any figure
+    assert page.index("class=verdict") < page.index("<table") < page.index("<svg")
+
+
+def test_the_environment_shows_nested_values_in_words():
+
+    assert environment.show({"firmware": None, "model": "X"}) == "firmware: -, model: X"
+    assert environment.show(["a", None]) == "a, -"
+
+
+def test_every_device_figure_is_plotted_in_words_and_by_drive_name():
+    """The telemetry plots' titles and units for every device figure telemetry stores
+    (not ``drivelab_device_read_await_seconds`` in seconds), and the device's drive name
+    from the runs' device facts (not ``loop0``)."""
+
+    stored = {telemetry.DEVICE_PREFIX + name for name, _, _ in telemetry._DEVICE_QUERIES}
+    assert stored == set(devicecharts.TELEMETRY_WORDS)
+    assert devicecharts.TELEMETRY_WORDS["drivelab_device_read_await_seconds"][1:] == ("ms", 1e3)
+    facts = (
+        Fact("device", "nvme", {"drives": [{"kname": "loop0"}]}, "dbhost"),
+        Fact("device", "r10", {"drives": [{"kname": "loop4"}, {"kname": "loop5"}]}, "dbhost"),
+    )
+    view = ScenarioView(info=None, baseline=None, cells=(), facts=facts)
+    assert devicecharts.device_drives(view) == {"loop0": "nvme", "loop4": "r10", "loop5": "r10"}
