@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from collector.report import ScenarioView
 from collector.report.charts import _log, _svg
+from collector.report.rows import device_drives
 from collector.verdicts.pretest import summarize
 
 #: a device metric's words and unit on the page: (title, unit, factor from base units)
@@ -22,19 +23,6 @@ TELEMETRY_WORDS = {
     "drivelab_device_write_await_seconds": ("write await (queue and service)", "ms", 1e3),
     "drivelab_device_util_ratio": ("utilisation", "%", 100.0),
 }
-
-
-def device_drives(view: ScenarioView) -> dict[str, str]:
-    """Kernel device name -> the drive (filesystem) it carries, from the runs' device
-    facts: ``loop0`` -> ``nvme``; a RAID member -> its set's name."""
-    out: dict[str, str] = {}
-    for f in view.facts:
-        if f.scope != "device" or not isinstance(f.value, dict):
-            continue
-        for d in f.value.get("drives") or []:
-            if isinstance(d, dict) and d.get("kname"):
-                out[str(d["kname"])] = f.key
-    return out
 
 
 def plot_telemetry(view: ScenarioView) -> list[tuple[str, str]]:

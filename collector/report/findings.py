@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 from collector.records import RunStatus
 from collector.report import ScenarioView, fmt_cache
+from collector.report.rows import iostat_rows, percentile_rows, pretest_rows
 from collector.stats import ratesearch
 from collector.verdicts import caveats as caveat
 from collector.verdicts import physics
 from collector.verdicts.physics import WARNING
-from collector.verdicts.pretest import summarize
 
 
 def shared_test(view: ScenarioView) -> str | None:
@@ -51,42 +51,6 @@ def test_rest(view: ScenarioView, test: str) -> str:
     """What a row's test adds to the shared words (``R100``); ``-`` for nothing."""
     shared = set(shared_words(view))
     return " ".join(w for w in test_words(test) if w not in shared) or "-"
-
-
-def _num(value: float | None, scale: float = 1.0, fmt: str = ",.0f") -> str:
-    return "-" if value is None else format(value / scale, fmt)
-
-
-PRETEST_COLUMNS = (
-    "drive",
-    "write cache",
-    "seq read MB/s",
-    "seq write MB/s",
-    "4k rand read IOPS qd1/qd32",
-    "4k rand write IOPS qd1/qd32",
-    "access ms mean/p99",
-    "fdatasync /s",
-)
-
-
-def pretest_rows(view: ScenarioView) -> list[list[str]]:
-    """The device figures per drive and write cache state (fio, pg_test_fsync)."""
-    rows = []
-    order = {d: i for i, d in enumerate(view.drives)}
-    for p in sorted(summarize(view.pretests), key=lambda p: (order.get(p.drive, 99), p.drive)):
-        rows.append(
-            [
-                p.drive,
-                p.write_cache,
-                _num(p.seq_read_bps, 1e6, ",.1f"),
-                _num(p.seq_write_bps, 1e6, ",.1f"),
-                f"{_num(p.rand_read_qd1)} / {_num(p.rand_read_qd32)}",
-                f"{_num(p.rand_write_qd1)} / {_num(p.rand_write_qd32)}",
-                f"{_num(p.latency_mean_s, 1e-3, '.3f')} / {_num(p.latency_p99_s, 1e-3, '.3f')}",
-                _num(p.fsync_per_s, 1.0, ",.0f"),
-            ]
-        )
-    return rows
 
 
 def label(view: ScenarioView, cv) -> str:
@@ -419,6 +383,9 @@ class Findings:
     searches: tuple[str, ...]
     warnings: tuple[str, ...]
     pretests: tuple[tuple[str, ...], ...]
+    #: iostat's summary per drive over its runs' windows; latency percentiles per cell
+    iostat: tuple[tuple[str, ...], ...] = ()
+    percentiles: tuple[tuple[str, ...], ...] = ()
 
 
 #: the findings of each view alive, by its id (a view holds mappings: it has no hash)
@@ -442,6 +409,8 @@ def findings(view: ScenarioView) -> Findings:
             searches=tuple(search_lines(view)),
             warnings=tuple(warnings(view)),
             pretests=tuple(tuple(r) for r in pretest_rows(view)),
+            iostat=tuple(tuple(r) for r in iostat_rows(view)),
+            percentiles=tuple(tuple(r) for r in percentile_rows(view)),
         )
         _MADE[id(view)] = made
         weakref.finalize(view, _MADE.pop, id(view), None)

@@ -26,7 +26,8 @@ from collector.report import (
     fmt_tps,
 )
 from collector.report import latency as load_steps
-from collector.report.findings import PRETEST_COLUMNS, findings, rate_searches
+from collector.report.findings import findings, rate_searches
+from collector.report.rows import IOSTAT_COLUMNS, PERCENTILE_COLUMNS, PRETEST_COLUMNS
 from collector.stats import ratesearch
 from collector.units import human_size
 from collector.verdicts import caveats as caveat
@@ -317,6 +318,13 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
         lat = charts.plot_latency(view)
         if lat:
             parts.append(f"<h3>Latency distribution</h3><figure>{lat}</figure>")
+        said = findings(view)
+        if said.percentiles:
+            parts.append("<h3>Latency percentiles (complete runs' transaction logs)</h3>")
+            parts.append(_table(list(PERCENTILE_COLUMNS), [list(r) for r in said.percentiles]))
+        if said.iostat:
+            parts.append("<h3>Drives under load (iostat, mean over the runs' windows)</h3>")
+            parts.append(_table(list(IOSTAT_COLUMNS), [list(r) for r in said.iostat], 1))
         tele = devicecharts.plot_telemetry(view)
         if tele:
             parts.append("<h3>Device telemetry</h3>")
@@ -338,7 +346,7 @@ _HEADING = re.compile(r"<(h[23])>(.*?)</\1>")
 
 
 def _with_contents(page: str) -> str:
-    """The page with an id on each scenario's heading and section, and their table of
+    """The page with an anchor before each scenario's heading and section, and their table of
     contents after the page's first paragraph: an 8,000-pixel page is read by its
     sections."""
     entries: list[tuple[str, str, str]] = []
@@ -346,7 +354,7 @@ def _with_contents(page: str) -> str:
     def named(m: re.Match) -> str:
         ident = f"sec-{len(entries) + 1}"
         entries.append((m.group(1), ident, m.group(2)))
-        return f'<{m.group(1)} id="{ident}">{m.group(2)}</{m.group(1)}>'
+        return f'<a id="{ident}"></a>{m.group(0)}'
 
     page = _HEADING.sub(named, page)
     items = "".join(

@@ -12,13 +12,13 @@ from rich.table import Table
 from collector.report import ScenarioView, fmt_ms, fmt_ratio
 from collector.report import latency as load_steps
 from collector.report.findings import (
-    PRETEST_COLUMNS,
     Findings,
     findings,
     shared_test,
     shared_words,
     test_rest,
 )
+from collector.report.rows import PRETEST_COLUMNS
 from collector.verdicts import caveats as caveat
 from collector.verdicts import physics
 

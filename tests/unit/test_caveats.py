@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from collector.cli import main as cli
+from collector.records import Sample
 from collector.report import ScenarioView, compare, devicecharts, findings, html, load, terminal
 from collector.store import Fact, Store
 from collector.verdicts import caveats as caveat
@@ -185,3 +186,34 @@ def test_every_device_figure_is_plotted_in_words_and_by_drive_name():
     )
     view = ScenarioView(info=None, baseline=None, cells=(), facts=facts)
     assert devicecharts.device_drives(view) == {"loop0": "nvme", "loop4": "r10", "loop5": "r10"}
+
+
+def test_iostat_per_drive_over_its_runs_windows_and_percentiles_per_cell(results_db, tmp_path):
+    """iostat's summary of a drive is the mean of its own device's per-second figures
+    inside its complete runs' windows (a sample outside them, or of another device, is
+    not counted), in iostat's units; the percentiles per cell rise with the quantile."""
+    path = tmp_path / "drivelab.db"
+    shutil.copy(results_db, path)
+    with Store.open(path, create=False) as store:
+        view = load(store, "two-drives")
+        sid = store.scenario("two-drives").id
+        ssd = next(cv for cv in view.cells if cv.drive == "ssd")
+        lo, hi = next(r.window for r in ssd.stats.runs if r.window)
+        store.add_facts(sid, {"ssd": {"drives": [{"kname": "loop1"}]}}, scope="device", host="db")
+        samples = [
+            Sample("drivelab_device_read_iops", v, "operations/second", {"device": dev}, t)
+            for dev, v, t in (
+                ("loop1", 100.0, lo + 1),
+                ("loop1", 300.0, hi - 1),
+                ("loop1", 9e9, hi + 3600),  # outside every window of ssd
+                ("loop7", 9e9, lo + 1),  # another device
+            )
+        ] + [Sample("drivelab_device_util_ratio", 0.5, "ratio", {"device": "loop1"}, lo + 1)]
+        store.add_samples(samples, scenario_id=sid)
+        view = load(store, "two-drives")
+    said = findings.findings(view)
+    assert said.iostat == (("ssd", "200", "-", "-", "-", "-", "-", "50"),)
+    rows = {r[0]: r for r in said.percentiles}
+    assert set(rows) == {"hdd", "ssd"}
+    figures = [float(x.replace(",", "")) for x in rows["ssd"][2:]]
+    assert figures == sorted(figures) and figures[0] > 0
