@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
+import sys
 import threading
 import time
 
@@ -79,6 +81,18 @@ def _against_the_lab(scen, args: argparse.Namespace, console) -> list:
     return cells
 
 
+def _print_plan(scen, cells, console, as_json: bool, *, by_count: bool) -> None:
+    """The plan, as text on the console, or as a JSON document alone on stdout."""
+    from collector import build  # noqa: PLC0415
+    from collector import scenario as sc  # noqa: PLC0415
+
+    if as_json:
+        doc = build.stamped({**sc.plan_doc(scen, cells), "hosts_by_count": by_count})
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+    else:
+        console.print(sc.plan_text(scen, cells, hosts_by_count=by_count))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console  # noqa: PLC0415  (keep --help fast)
 
@@ -86,7 +100,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from collector.run import conductor as scenariorun  # noqa: PLC0415
     from collector.store.target import default_target  # noqa: PLC0415
 
-    console = Console()
+    if args.json and not args.dry_run:
+        raise DrivelabError("run: --json is the plan's form: give it with --dry-run")
+    # with --json, stdout is the plan's document alone: every other line on stderr
+    console = Console(stderr=args.json)
     scen = sc.load(args.scenario, size=args.size)
     if args.dry_run and args.inventory is None and not (LOCAL_INVENTORY / "hosts.yml").exists():
         # checking a scenario file before any lab exists: the plan, hosts by count, the
@@ -94,7 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # for the lab size (--size lab is for the local lab), else said as a note (the
         # scenario may be a real lab's, whose drives only its inventory knows)
         cells = _against_the_lab(scen, args, console)
-        console.print(sc.plan_text(scen, cells, hosts_by_count=True))
+        _print_plan(scen, cells, console, args.json, by_count=True)
         console.print(
             "not checked (no inventory: give --inventory, or 'drivelab lab up'): "
             + "; ".join(sc.NOT_CHECKED_WITHOUT_INVENTORY),
@@ -108,7 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     sc.validate_against_inventory(scen, inventory, args.scenario)
     cells = sc.expand(scen, inventory)
     _datasets_fit(cells, inventory, args.scenario)
-    console.print(sc.plan_text(scen, cells))
+    _print_plan(scen, cells, console, args.json, by_count=False)
     if args.dry_run:
         _settings_not_checked(scen, console)
         return 0
@@ -151,6 +168,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-i", "--inventory", help="inventory folder or file (default: the local lab's)")
     p.add_argument("--size", help="a named size of the scenario, e.g. lab")
     p.add_argument("--dry-run", action="store_true", help="validate and print the plan only")
+    p.add_argument(
+        "--json", action="store_true",
+        help="with --dry-run: the plan as a JSON document on stdout (the rest on stderr)",
+    )  # fmt: skip
     p.add_argument("--db", type=db_arg, default=None, help=DB_HELP)
     p.add_argument(
         "--fail-fast", action="store_true", help="stop at the first partial or failed run"

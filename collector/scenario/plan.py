@@ -175,3 +175,32 @@ def plan_text(s: Scenario, cells: list[PlannedCell], hosts_by_count: bool = Fals
         )
     lines.append(f"estimated duration: {bound}{_duration_text(total)}")
     return "\n".join(lines)
+
+
+def plan_doc(s: Scenario, cells: list[PlannedCell]) -> dict[str, Any]:
+    """The plan as data (``drivelab run --dry-run --json``): every cell in run order with
+    what it is and its estimate in seconds, and the total."""
+    bounded = isinstance(s.repetitions, AdaptiveRepetitions) or s.workload.target is not None
+    return {
+        "scenario": s.name,
+        "size": s.size,
+        "estimated_seconds": round(sum(estimate_seconds(c) for c in cells), 1),
+        "estimate_is": "at most" if bounded else "about",
+        "cells": [
+            {
+                "index": c.index,
+                "cell": c.cell_id,
+                "drive": c.cell.drive,
+                "scale": c.cell.scale,
+                "hosts": list(c.cell.hosts),
+                "repetitions": c.repetitions,
+                "repetitions_at_most": runs_at_most(c),
+                "rate_search": c.search is not None,
+                "write_cache": c.write_cache,
+                "raid": c.drive_request[0]["raid_level"],
+                "pretests": sorted(k for k in ("fio", "pg_test_fsync") if c.pretests.get(k)),
+                "estimated_seconds": round(estimate_seconds(c), 1),
+            }
+            for c in cells
+        ],
+    }

@@ -6,10 +6,12 @@ drives are its inventory's)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
 
+from collector import build
 from collector.cli import main as cli
 from collector.paths import REPO
 
@@ -67,3 +69,20 @@ def test_without_an_inventory_the_full_size_is_noted_not_refused(tmp_path, monke
     assert cli.main(["run", str(SEED), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "note: not the local lab's (its drives):" in out and "29.2 GiB" in out
+
+
+def test_the_plan_as_json_is_the_document_alone_on_stdout(no_host_runs, capsys):
+    argv = ["run", str(SEED), "-i", str(INVENTORY), "--dry-run", "--size", "lab", "--json"]
+    assert cli.main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema_version"] == build.SCHEMA_VERSION and doc["drivelab"] == build.info()
+    assert doc["scenario"] == "seed-two-clients" and doc["size"] == "lab"
+    assert [c["drive"] for c in doc["cells"]] == ["nvme", "ssd", "hdd10k", "hdd7200"]
+    assert doc["cells"][0]["cell"] == "nvme-ext4-cluster-s34-h2-tpcb"
+    assert doc["estimated_seconds"] == pytest.approx(
+        sum(c["estimated_seconds"] for c in doc["cells"])
+    )
+    assert doc["estimate_is"] == "about" and doc["hosts_by_count"] is False
+    # --json without --dry-run: one line, nothing run
+    assert cli.main(["run", str(SEED), "-i", str(INVENTORY), "--json"]) == 2
+    assert "--json is the plan's form" in capsys.readouterr().err
