@@ -319,6 +319,39 @@ def plot_series(view: ScenarioView) -> list[tuple[str, str]]:
     return out
 
 
+def plot_all_tps(view: ScenarioView) -> str | None:
+    """Every cell's tps per second (all clients summed, the run its own plot shows) on one
+    axis from its first client's start: the drives' steadiness side by side; a log axis
+    when their levels spread over LOG_AXIS_SPREAD or more. None with fewer than two."""
+    cells = [c for c in view.cells if c.series]
+    if len(cells) < 2:
+        return None
+    fig = Figure(figsize=(9, 3.2))
+    ax = fig.subplots()
+    levels = []
+    for c in cells:
+        t0 = min(p.start for p in c.series)
+        per_second: dict[int, float] = defaultdict(float)
+        for p in c.series:
+            per_second[int(p.start - t0)] += p.transactions / p.duration_s
+        xs = sorted(per_second)
+        ys = [per_second[x] for x in xs]
+        levels += [y for y in ys if y > 0]
+        marks = caveat.marks(c.caveats)
+        label = c.drive if len({x.test for x in cells}) == 1 else f"{c.drive} {c.test}"
+        ax.plot(xs, ys, label=f"{label} [{marks}]" if marks else label)
+    if levels and max(levels) >= LOG_AXIS_SPREAD * min(levels):
+        _log(ax, "y")
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_xlabel("seconds since the first client started")
+    ax.set_ylabel("tps, all clients")
+    ax.set_title("tps per second, every cell on one axis")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _svg(fig)
+
+
 #: the per-second latency lines: quantile label -> (legend, colour)
 LATENCY_LINES = {
     "0.5": ("p50", "#1f77b4"),

@@ -309,7 +309,7 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
             parts.append(database)
         parts += [
             f"<figure>{svg}</figure>"
-            for svg in (charts.plot_tps(view), charts.plot_ratio(view))
+            for svg in (charts.plot_tps(view), charts.plot_ratio(view), charts.plot_all_tps(view))
             if svg
         ]
         parts += _runs_section(view)

@@ -10,13 +10,23 @@ import io
 import json
 import re
 import shutil
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
 
 from collector.cli import main as cli
 from collector.records import Sample
-from collector.report import ScenarioView, compare, devicecharts, findings, html, load, terminal
+from collector.report import (
+    ScenarioView,
+    charts,
+    compare,
+    devicecharts,
+    findings,
+    html,
+    load,
+    terminal,
+)
 from collector.store import Fact, Store
 from collector.verdicts import caveats as caveat
 from collector.verdicts import environment, physics, telemetry
@@ -217,3 +227,14 @@ def test_iostat_per_drive_over_its_runs_windows_and_percentiles_per_cell(results
     assert set(rows) == {"hdd", "ssd"}
     figures = [float(x.replace(",", "")) for x in rows["ssd"][2:]]
     assert figures == sorted(figures) and figures[0] > 0
+
+
+def test_every_cells_tps_per_second_on_one_axis_with_its_marks(flagged):
+    with Store.open(flagged, create=False) as store:
+        view = load(store, "two-drives")
+    svg = charts.plot_all_tps(view)
+    assert "<!-- tps per second, every cell on one axis -->" in svg
+    # matplotlib keeps each text as a comment beside its paths: the legend names both
+    assert "<!-- ssd [c] -->" in svg and "<!-- hdd -->" in svg
+    one = replace(view, cells=view.cells[:1])
+    assert charts.plot_all_tps(one) is None  # nothing to set side by side
