@@ -1,8 +1,6 @@
-"""A self-contained HTML report: one file, no network needed to view it.
-
-The page: the tables, the sections and their notes, with the figures of
-:mod:`collector.report.charts` embedded as inline SVG, so no font, script or stylesheet
-is fetched."""
+"""A self-contained HTML report: one file, no network needed to view it. The page: the
+tables, the sections and their notes, with the figures of :mod:`collector.report.charts`
+embedded as inline SVG, so no font, script or stylesheet is fetched."""
 
 from __future__ import annotations
 
@@ -253,7 +251,12 @@ def _environment_table(view: ScenarioView) -> str:
         differs = ["differs" if len(set(values)) > 1 else ""] if len(merged) > 1 else []
         rows.append([label, *values, *differs])
     head = ["setting", *merged, *(["across drives"] if len(merged) > 1 else [])]
-    return _table(head, rows, 99)
+    if len(merged) < 2:
+        return _table(head, rows, 99)
+    differ = [r for r in rows if r[-1] == "differs"]  # first; all folded below (no script)
+    shown = _table(head, differ, 99) if differ else "<p>No setting differs between the drives.</p>"
+    every = f"<summary>every setting ({len(rows)})</summary>{_table(head, rows, 99)}"
+    return f"{shown}<details>{every}</details>"
 
 
 def _environment_section(view: ScenarioView) -> list[str]:
@@ -346,9 +349,8 @@ _HEADING = re.compile(r"<(h[23])>(.*?)</\1>")
 
 
 def _with_contents(page: str) -> str:
-    """The page with an anchor before each scenario's heading and section, and their table of
-    contents after the page's first paragraph: an 8,000-pixel page is read by its
-    sections."""
+    """The page with an anchor before each heading, and their table of contents after its
+    first paragraph: an 8,000-pixel page is read by its sections."""
     entries: list[tuple[str, str, str]] = []
 
     def named(m: re.Match) -> str:

@@ -303,7 +303,12 @@ def test_the_html_report_has_an_environment_table_per_drive(tmp_path):
         view = load(store, meta["scenario"])
     page = html.render([view])
     section = page[page.index("<h3>Environment per drive") :]
-    section = section[: section.index("</table>")]
+    # first the rows that differ between the drives, then every row folded in <details>
+    first = section[: section.index("</table>")]
+    rows = first.split("<tr>")[2:]
+    assert rows and all(r.endswith("<td>differs</td></tr>") for r in rows), rows
+    section = section[: section.index("</details>")]
+    assert "<summary>every setting (" in section
     nvme = captured("lab-nvme.json")
     assert "<th>nvme</th><th>hdd7200</th>" in section
     assert "noatime" in section and nvme["kernel"]["release"] in section
