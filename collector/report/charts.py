@@ -14,6 +14,7 @@ import contextvars
 import io
 import json
 import os
+import re
 import selectors
 import signal
 import time
@@ -85,6 +86,17 @@ def _draw(fig: Figure) -> str:
     fig.savefig(buf, format="svg", bbox_inches="tight")
     text = buf.getvalue()
     return text[text.index("<svg") :]
+
+
+_SVG_ID = re.compile(r'\bid="([^"]+)"')
+_SVG_REF = re.compile(r'(href="#|url\(#)([^")]+)')
+
+
+def own_ids(svg: str, n: int) -> str:
+    """Figure ``n``'s SVG with its ids (matplotlib names glyphs and clip paths alike in
+    every figure) and the references to them prefixed ``f<n>-``: one page, no id twice."""
+    svg = _SVG_ID.sub(lambda m: f'id="f{n}-{m.group(1)}"', svg)
+    return _SVG_REF.sub(lambda m: f"{m.group(1)}f{n}-{m.group(2)}", svg)
 
 
 def _draw_all(figs: list[Figure]) -> list[str]:

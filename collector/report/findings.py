@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from collector.records import RunStatus
 from collector.report import ScenarioView, fmt_cache
-from collector.report.rows import iostat_rows, percentile_rows, pretest_rows
+from collector.report.rows import checkpoint_rows, iostat_rows, percentile_rows, pretest_rows
 from collector.stats import ratesearch
 from collector.verdicts import caveats as caveat
 from collector.verdicts import physics
@@ -386,6 +386,8 @@ class Findings:
     #: iostat's summary per drive over its runs' windows; latency percentiles per cell
     iostat: tuple[tuple[str, ...], ...] = ()
     percentiles: tuple[tuple[str, ...], ...] = ()
+    #: per cell, checkpoints, buffers written by whom and WAL, mean per run
+    checkpoints_table: tuple[tuple[str, ...], ...] = ()
 
 
 #: the findings of each view alive, by its id (a view holds mappings: it has no hash)
@@ -411,6 +413,7 @@ def findings(view: ScenarioView) -> Findings:
             pretests=tuple(tuple(r) for r in pretest_rows(view)),
             iostat=tuple(tuple(r) for r in iostat_rows(view)),
             percentiles=tuple(tuple(r) for r in percentile_rows(view)),
+            checkpoints_table=tuple(tuple(r) for r in checkpoint_rows(view)),
         )
         _MADE[id(view)] = made
         weakref.finalize(view, _MADE.pop, id(view), None)

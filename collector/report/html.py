@@ -24,8 +24,8 @@ from collector.report import (
     fmt_tps,
 )
 from collector.report import latency as load_steps
+from collector.report import rows as tables
 from collector.report.findings import findings, rate_searches
-from collector.report.rows import IOSTAT_COLUMNS, PERCENTILE_COLUMNS, PRETEST_COLUMNS
 from collector.stats import ratesearch
 from collector.units import human_size
 from collector.verdicts import caveats as caveat
@@ -272,23 +272,12 @@ def render(views: list[ScenarioView], now: datetime | None = None) -> str:
         page = _page(views, now)
     finally:
         charts._PENDING.reset(token)
-    svgs = [_own_ids(svg, n) for n, svg in enumerate(charts._draw_all(pending))]
+    svgs = [charts.own_ids(svg, n) for n, svg in enumerate(charts._draw_all(pending))]
     # the page split at its NULs: text, then a mark's name, then text, ...
     return "".join(
         svgs[int(piece.removeprefix("drivelab-figure-"))] if i % 2 else piece
         for i, piece in enumerate(page.split("\0"))
     )
-
-
-_SVG_ID = re.compile(r'\bid="([^"]+)"')
-_SVG_REF = re.compile(r'(href="#|url\(#)([^")]+)')
-
-
-def _own_ids(svg: str, n: int) -> str:
-    """Figure ``n``'s SVG with its ids (matplotlib names glyphs and clip paths alike in
-    every figure) and the references to them prefixed ``f<n>-``: one page, no id twice."""
-    svg = _SVG_ID.sub(lambda m: f'id="f{n}-{m.group(1)}"', svg)
-    return _SVG_REF.sub(lambda m: f"{m.group(1)}f{n}-{m.group(2)}", svg)
 
 
 def _page(views: list[ScenarioView], now: datetime | None) -> str:
@@ -321,20 +310,16 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
         lat = charts.plot_latency(view)
         if lat:
             parts.append(f"<h3>Latency distribution</h3><figure>{lat}</figure>")
-        said = findings(view)
-        if said.percentiles:
-            parts.append("<h3>Latency percentiles (complete runs' transaction logs)</h3>")
-            parts.append(_table(list(PERCENTILE_COLUMNS), [list(r) for r in said.percentiles]))
-        if said.iostat:
-            parts.append("<h3>Drives under load (iostat, mean over the runs' windows)</h3>")
-            parts.append(_table(list(IOSTAT_COLUMNS), [list(r) for r in said.iostat], 1))
+        parts += _table_sections(findings(view))
         tele = devicecharts.plot_telemetry(view)
         if tele:
             parts.append("<h3>Device telemetry</h3>")
             parts += [f"<figure>{svg}</figure>" for _, svg in tele]
         if view.pretests:
             parts.append("<h3>Raw drive pre-tests (fio direct I/O, pg_test_fsync)</h3>")
-            parts.append(_table(list(PRETEST_COLUMNS), [list(r) for r in findings(view).pretests]))
+            parts.append(
+                _table(list(tables.PRETEST_COLUMNS), [list(r) for r in findings(view).pretests])
+            )
             sweep = devicecharts.plot_sweep(view)
             if sweep:
                 parts.append(f"<figure>{sweep}</figure>")
@@ -365,6 +350,15 @@ def _with_contents(page: str) -> str:
     nav = f"<nav><h2>Contents</h2><ul class=toc>{items}</ul></nav>"
     head, sep, rest = page.partition("</p>")
     return head + sep + nav + rest
+
+
+def _table_sections(said) -> list[str]:
+    """The report's tables of words (collector.report.rows.TABLES), each under its heading."""
+    out = []
+    for title, head, field, num in tables.TABLES:
+        if rows := getattr(said, field):
+            out += [f"<h3>{title}</h3>", _table(list(head), [list(r) for r in rows], num)]
+    return out
 
 
 def _summary_section(view: ScenarioView) -> list[str]:

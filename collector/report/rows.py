@@ -113,3 +113,54 @@ def percentile_rows(view: ScenarioView) -> list[list[str]]:
         qs = [stats.percentile(h, q) for q in (0.50, 0.95, 0.99, 0.999, 1.0)]
         rows.append([cv.drive, cv.test, *("-" if q is None else f"{q * 1e3:,.2f}" for q in qs)])
     return rows
+
+
+CHECKPOINT_COLUMNS = (
+    "drive", "test", "checkpoints", "buffers: checkpointer", "bgwriter", "backends",
+    "backend fsyncs", "WAL MB", "full-page images %",
+)  # fmt: skip
+
+
+def checkpoint_rows(view: ScenarioView) -> list[list[str]]:
+    """Per cell, what the server wrote during its complete runs, mean per run (the run
+    facts ``pg_checkpoints`` and ``pg_wal``: the counters after the run less before):
+    checkpoints, buffers written by whom, backends' own fsyncs, WAL and its share of
+    full-page images. Cells whose runs have no counters are left out."""
+    facts: dict[int, dict[str, dict]] = defaultdict(dict)
+    for f in view.facts:
+        if f.scope == "run" and f.key in ("pg_checkpoints", "pg_wal") and isinstance(f.value, dict):
+            facts[f.run_id][f.key] = f.value
+    rows = []
+    for cv in view.cells:
+        runs = [facts[r.run_id] for r in cv.stats.runs
+                if r.status == RunStatus.COMPLETE and facts.get(r.run_id)]  # fmt: skip
+        if not runs:
+            continue
+
+        def mean(key: str, name: str, runs=runs) -> float | None:
+            got = [v for r in runs if isinstance(v := (r.get(key) or {}).get(name), int | float)]
+            return sum(got) / len(got) if got else None
+
+        timed, requested = mean("pg_checkpoints", "timed"), mean("pg_checkpoints", "requested")
+        checkpoints = (
+            None if timed is None and requested is None else (timed or 0) + (requested or 0)
+        )
+        records, fpi = mean("pg_wal", "records"), mean("pg_wal", "fpi")
+        wal = mean("pg_wal", "bytes")
+        rows.append([
+            cv.drive, cv.test, _num(checkpoints, 1.0, ",.1f"),
+            *(_num(mean("pg_checkpoints", k)) for k in
+              ("buffers_checkpoint", "buffers_clean", "buffers_backend", "backend_fsyncs")),
+            _num(wal, 1e6, ",.1f"),
+            _num(100 * fpi / records if records and fpi is not None else None, 1.0, ".1f"),
+        ])  # fmt: skip
+    return rows
+
+
+#: the HTML's tables of a scenario: (heading, columns, the Findings field holding its
+#: rows, the first column with numbers)
+TABLES = (
+    ("Latency percentiles (complete runs' logs)", PERCENTILE_COLUMNS, "percentiles", 2),
+    ("Checkpoints, buffers and WAL (mean per run)", CHECKPOINT_COLUMNS, "checkpoints_table", 2),
+    ("Drives under load (iostat over the runs' windows)", IOSTAT_COLUMNS, "iostat", 1),
+)

@@ -238,3 +238,23 @@ def test_every_cells_tps_per_second_on_one_axis_with_its_marks(flagged):
     assert "<!-- ssd [c] -->" in svg and "<!-- hdd -->" in svg
     one = replace(view, cells=view.cells[:1])
     assert charts.plot_all_tps(one) is None  # nothing to set side by side
+
+
+def test_checkpoints_buffers_and_wal_per_cell_are_means_per_complete_run(results_db, tmp_path):
+    path = tmp_path / "drivelab.db"
+    shutil.copy(results_db, path)
+    with Store.open(path, create=False) as store:
+        view = load(store, "two-drives")
+        sid = store.scenario("two-drives").id
+        ssd = next(cv for cv in view.cells if cv.drive == "ssd")
+        for n, r in enumerate(r for r in ssd.stats.runs if r.run_id is not None):
+            store.add_facts(sid, {
+                "pg_checkpoints": {"timed": 0, "requested": n, "buffers_checkpoint": 100 * n,
+                                   "buffers_clean": 0, "buffers_backend": 10, "backend_fsyncs": 0},
+                "pg_wal": {"records": 1000, "fpi": 100 * n, "bytes": 2e6 * (n + 1)},
+            }, scope="run", run_id=r.run_id)  # fmt: skip
+        view = load(store, "two-drives")
+    rows = findings.findings(view).checkpoints_table
+    assert [r[0] for r in rows] == ["ssd"]  # hdd's runs have no counters: left out
+    # three complete runs: n = 0, 1, 2
+    assert rows[0][2:] == ("1.0", "100", "0", "10", "0", "4.0", "10.0")
