@@ -81,16 +81,20 @@ def _against_the_lab(scen, args: argparse.Namespace, console) -> list:
     return cells
 
 
-def _print_plan(scen, cells, console, as_json: bool, *, by_count: bool) -> None:
-    """The plan, as text on the console, or as a JSON document alone on stdout."""
+def _print_plan(scen, cells, console, as_json: bool, *, by_count: bool, db) -> None:
+    """The plan, as text on the console, or as a JSON document alone on stdout; its
+    estimate calibrated on the results store ``db``'s runs where it has any."""
     from collector import build  # noqa: PLC0415
     from collector import scenario as sc  # noqa: PLC0415
+    from collector.run import calibrate  # noqa: PLC0415
 
+    calibration = calibrate.repetition_overhead(db)
     if as_json:
-        doc = build.stamped({**sc.plan_doc(scen, cells), "hosts_by_count": by_count})
+        plan = sc.plan_doc(scen, cells, calibration)
+        doc = build.stamped({**plan, "hosts_by_count": by_count})
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
     else:
-        console.print(sc.plan_text(scen, cells, hosts_by_count=by_count))
+        console.print(sc.plan_text(scen, cells, hosts_by_count=by_count, calibration=calibration))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -111,7 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # for the lab size (--size lab is for the local lab), else said as a note (the
         # scenario may be a real lab's, whose drives only its inventory knows)
         cells = _against_the_lab(scen, args, console)
-        _print_plan(scen, cells, console, args.json, by_count=True)
+        _print_plan(scen, cells, console, args.json, by_count=True, db=args.db)
         console.print(
             "not checked (no inventory: give --inventory, or 'drivelab lab up'): "
             + "; ".join(sc.NOT_CHECKED_WITHOUT_INVENTORY),
@@ -125,7 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     sc.validate_against_inventory(scen, inventory, args.scenario)
     cells = sc.expand(scen, inventory)
     _datasets_fit(cells, inventory, args.scenario)
-    _print_plan(scen, cells, console, args.json, by_count=False)
+    _print_plan(scen, cells, console, args.json, by_count=False, db=args.db)
     if args.dry_run:
         _settings_not_checked(scen, console)
         return 0

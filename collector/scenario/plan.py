@@ -22,11 +22,12 @@ def init_seconds(cell: PlannedCell) -> float:
     return INIT_FIXED + INIT_PER_SCALE_PER_HOST * cell.cell.scale * hosts
 
 
-def repetition_seconds(cell: PlannedCell) -> float:
-    """Rough time of one repetition: the pgbench run plus the fixed per-run overhead."""
+def repetition_seconds(cell: PlannedCell, overhead: float | None = None) -> float:
+    """Rough time of one repetition: the pgbench run plus the per-run overhead
+    (``overhead``: as calibrated on stored runs, else OVERHEAD_PER_REPETITION)."""
     opts = cell.cell.pgbench
     run = float(opts.duration) if opts.duration else opts.transactions / TPS_PER_CLIENT_GUESS
-    return run + OVERHEAD_PER_REPETITION
+    return run + (OVERHEAD_PER_REPETITION if overhead is None else overhead)
 
 
 def pretest_seconds(pretests: dict[str, Any]) -> float:
@@ -47,12 +48,12 @@ def runs_at_most(cell: PlannedCell) -> int:
     return cell.adaptive.max if cell.adaptive else cell.repetitions
 
 
-def estimate_seconds(cell: PlannedCell) -> float:
-    """Rough: repetitions x (duration + 25 s) + database init + pretests (adaptive: at
-    most; a searched cell: its most steps)."""
+def estimate_seconds(cell: PlannedCell, overhead: float | None = None) -> float:
+    """Rough: repetitions x (duration + overhead, 25 s unless calibrated) + database init
+    + pretests (adaptive: at most; a searched cell: its most steps)."""
     reps = runs_at_most(cell)
     pre = pretest_seconds(cell.pretests)
-    return reps * repetition_seconds(cell) + init_seconds(cell) + pre
+    return reps * repetition_seconds(cell, overhead) + init_seconds(cell) + pre
 
 
 def _duration_text(seconds: float) -> str:
@@ -122,9 +123,16 @@ def _rate_lines(s: Scenario) -> list[str]:
     return out
 
 
-def plan_text(s: Scenario, cells: list[PlannedCell], hosts_by_count: bool = False) -> str:
+def plan_text(
+    s: Scenario,
+    cells: list[PlannedCell],
+    hosts_by_count: bool = False,
+    calibration: tuple[float, int] | None = None,
+) -> str:
     """The plan as printed before a run: every cell in order, its repetitions and estimate.
-    ``hosts_by_count``: the hosts column says how many (a plan made without an inventory)."""
+    ``hosts_by_count``: the hosts column says how many (a plan made without an inventory).
+    ``calibration``: (seconds per repetition beyond pgbench's, runs it was measured on)."""
+    overhead = calibration[0] if calibration else None
     size = f" (size {s.size})" if s.size else ""
     w = s.workload
     length = f"-T {w.duration}" if w.duration else f"-t {w.transactions}"
@@ -135,7 +143,7 @@ def plan_text(s: Scenario, cells: list[PlannedCell], hosts_by_count: bool = Fals
         reps = f"{s.repetitions} repetition" + ("s" if s.repetitions != 1 else "")
     if w.target is not None:
         reps = f"a rate search of at most {w.target.steps} steps"
-    total = sum(estimate_seconds(c) for c in cells)
+    total = sum(estimate_seconds(c, overhead) for c in cells)
     searched = w.target is not None
     bound = "at most " if isinstance(s.repetitions, AdaptiveRepetitions) or searched else "about "
     lines = [
@@ -171,20 +179,33 @@ def plan_text(s: Scenario, cells: list[PlannedCell], hosts_by_count: bool = Fals
         note = f"  ({'; '.join(extra)})" if extra else ""
         lines.append(
             f"{c.index:>2}/{c.total:<2}  {c.cell_id:<{width}}  {hosts:<18}  {rep:>4}  "
-            f"{_duration_text(estimate_seconds(c))}{note}"
+            f"{_duration_text(estimate_seconds(c, overhead))}{note}"
         )
+    lines.append(
+        f"a repetition beyond pgbench's time: {calibration[0]:.1f} s (median of"
+        f" {calibration[1]} stored runs)"
+        if calibration
+        else f"a repetition beyond pgbench's time: {OVERHEAD_PER_REPETITION:g} s (no stored runs)"
+    )
     lines.append(f"estimated duration: {bound}{_duration_text(total)}")
     return "\n".join(lines)
 
 
-def plan_doc(s: Scenario, cells: list[PlannedCell]) -> dict[str, Any]:
+def plan_doc(
+    s: Scenario, cells: list[PlannedCell], calibration: tuple[float, int] | None = None
+) -> dict[str, Any]:
     """The plan as data (``drivelab run --dry-run --json``): every cell in run order with
     what it is and its estimate in seconds, and the total."""
+    overhead = calibration[0] if calibration else None
     bounded = isinstance(s.repetitions, AdaptiveRepetitions) or s.workload.target is not None
     return {
         "scenario": s.name,
         "size": s.size,
-        "estimated_seconds": round(sum(estimate_seconds(c) for c in cells), 1),
+        "estimated_seconds": round(sum(estimate_seconds(c, overhead) for c in cells), 1),
+        "overhead_per_repetition_seconds": OVERHEAD_PER_REPETITION
+        if overhead is None
+        else overhead,
+        "calibrated_on_runs": calibration[1] if calibration else 0,
         "estimate_is": "at most" if bounded else "about",
         "cells": [
             {
@@ -199,7 +220,7 @@ def plan_doc(s: Scenario, cells: list[PlannedCell]) -> dict[str, Any]:
                 "write_cache": c.write_cache,
                 "raid": c.drive_request[0]["raid_level"],
                 "pretests": sorted(k for k in ("fio", "pg_test_fsync") if c.pretests.get(k)),
-                "estimated_seconds": round(estimate_seconds(c), 1),
+                "estimated_seconds": round(estimate_seconds(c, overhead), 1),
             }
             for c in cells
         ],

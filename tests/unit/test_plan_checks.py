@@ -14,6 +14,9 @@ import pytest
 from collector import build
 from collector.cli import main as cli
 from collector.paths import REPO
+from collector.records import CellSpec, RunRecord, RunStatus
+from collector.run import calibrate
+from collector.store import Store
 
 INVENTORY = REPO / "tests" / "data" / "inventory" / "hosts.yml"
 SEED = REPO / "scenarios" / "seed-two-clients.yml"
@@ -86,3 +89,36 @@ def test_the_plan_as_json_is_the_document_alone_on_stdout(no_host_runs, capsys):
     # --json without --dry-run: one line, nothing run
     assert cli.main(["run", str(SEED), "-i", str(INVENTORY), "--json"]) == 2
     assert "--json is the plan's form" in capsys.readouterr().err
+
+
+def test_the_estimate_is_calibrated_on_the_stores_runs(tmp_path, capsys):
+    """Stored complete runs of 15 s that took 19, 20 and 27 s from run folder to outputs:
+    the plan's overhead per repetition is their median beyond pgbench's, 5 s (not the
+    25 s guessed without a store), said with how many runs it rests on; a partial run
+    and a run without a known duration are not counted."""
+    db = tmp_path / "drivelab.db"
+    with Store.open(db) as store:
+        sid = store.add_scenario("earlier")
+        timed = store.add_cell(
+            sid, CellSpec(drive="nvme", clients=2, scale=2, params={"duration": 15})
+        )
+        untimed = store.add_cell(sid, CellSpec(drive="ssd", clients=2, scale=2))
+        for rep, took, status in ((0, 19, "complete"), (1, 20, "complete"), (2, 27, "complete"),
+                                  (3, 90, "partial")):  # fmt: skip
+            record = RunRecord(repetition=rep, status=RunStatus(status), reason=None, clients=(),
+                               started_at=1000.0 * rep, ended_at=1000.0 * rep + took)  # fmt: skip
+            store.record_run(timed, record)
+            store.record_run(untimed, record)
+    assert calibrate.repetition_overhead(db) == (5.0, 3)
+    assert calibrate.repetition_overhead(tmp_path / "none.db") is None
+    assert not (tmp_path / "none.db").exists()  # a dry run writes nothing
+    argv = ["run", str(SEED), "-i", str(INVENTORY), "--dry-run", "--size", "lab", "--db", str(db)]
+    assert cli.main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["overhead_per_repetition_seconds"] == 5.0 and doc["calibrated_on_runs"] == 3
+    # 4 cells x 2 repetitions x (15 s + 5 s) + their inits
+    inits = sum(c["estimated_seconds"] - 2 * 20 for c in doc["cells"])
+    assert doc["estimated_seconds"] == pytest.approx(4 * 2 * 20 + inits)
+    assert cli.main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "a repetition beyond pgbench's time: 5.0 s (median of 3 stored runs)" in out
