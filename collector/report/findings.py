@@ -324,7 +324,10 @@ def start_summary(view: ScenarioView) -> str | None:
     words = f"launches at most {_ms(max(launches))} apart"
     if firsts:
         words += f", first transactions at most {_ms(max(firsts))} apart"
-    return f"{cells} cells, worst run of each: {words}"
+    # a client clock off the controller's is said here too: every instant was corrected
+    offsets = run_facts(view, "clock_offsets")
+    clocks = _clock_words([offsets.get(r.run_id) for cv in view.cells for r in cv.stats.runs])
+    return f"{cells} cells, worst run of each: {words}" + (f"; {clocks}" if clocks else "")
 
 
 def verdict_lines(view: ScenarioView) -> list[str]:

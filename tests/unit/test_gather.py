@@ -1067,3 +1067,8 @@ def test_a_client_clock_ahead_is_put_on_the_controllers_clock(tmp_path, capsys):
     assert cli.main(["report", "-v", "--db", str(db)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "clocks off the controller's, corrected: client2 +300.0 ms (±0.4)" in out, out
+    # the start's summary line (no -v) names the corrected clock too
+    assert cli.main(["report", "--db", str(db)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "start 1 cells, worst run of each:" in out, out
+    assert "; clocks off the controller's, corrected: client2 +300.0 ms (±0.4)" in out, out

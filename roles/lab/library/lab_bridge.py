@@ -66,7 +66,10 @@ def main():
     try:
         problems = conflicts(name, marker, iface.network)
         if problems:
-            module.fail_json(msg="; ".join(dict.fromkeys(problems)) + ": nothing created")
+            # a refusal (the operator picks another --subnet or --bridge), not a failure
+            module.fail_json(
+                msg="; ".join(dict.fromkeys(problems)) + ": nothing created", refusal="not_the_labs"
+            )
         changed = False
         links = {link["ifname"]: link for link in ip_json("link", "show")}
         if name not in links:
