@@ -100,10 +100,6 @@ class PhysicsLine:
         return f"{self.kind} {self.who}: {self.message}"
 
 
-#: codes said once per drive (what the drive is), not per cell
-_DRIVE_CODES = (physics.FLUSH_UNCHECKED, physics.PLP_UNKNOWN, physics.PLP_NONE)
-
-
 def physics_lines(view: ScenarioView) -> list[PhysicsLine]:
     """The physics checks (:mod:`collector.verdicts.physics`) stored with the scenario's
     pre-tests and runs, in words: per drive what the drive is (rotation unknown,
@@ -123,7 +119,7 @@ def physics_lines(view: ScenarioView) -> list[PhysicsLine]:
         if cv is not None:
             checked[id(cv)].add(f.key)
         for flag in (physics.Flag.from_fact(v) for v in f.value if isinstance(v, dict)):
-            if cv is None or flag.code in _DRIVE_CODES:
+            if cv is None or flag.code in physics.DRIVE_CODES:
                 drive_flags[flag.drive].setdefault((flag.code, flag.message), flag)
             else:
                 cell_flags[id(cv)][flag.code].append(flag)

@@ -78,9 +78,6 @@ KINDS: tuple[Kind, ...] = (
 )
 BY_CODE = {k.code: k for k in KINDS}
 
-#: physics codes that say what the drive is, not what a run showed
-_DRIVE_CODES = (physics.FLUSH_UNCHECKED, physics.PLP_UNKNOWN, physics.PLP_NONE)
-
 
 def run_caveats(facts: Mapping[str, Any]) -> tuple[str, ...]:
     """The caveat codes of one run, from its run facts, in :data:`KINDS` order."""
@@ -97,7 +94,7 @@ def run_caveats(facts: Mapping[str, Any]) -> tuple[str, ...]:
             if not isinstance(value, Mapping):
                 continue
             flag = physics.Flag.from_fact(value)
-            if flag.level == physics.WARNING and flag.code not in _DRIVE_CODES:
+            if flag.level == physics.WARNING and flag.code not in physics.DRIVE_CODES:
                 found.add(PHYSICS)
     lab = facts.get("lab")
     if isinstance(lab, Mapping) and lab.get("accel") == "tcg":

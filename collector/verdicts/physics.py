@@ -72,6 +72,9 @@ TPS_BELOW_FIO = "tps_below_fio"
 IOPS_UNCHECKED = "iops_unchecked"
 PLP_UNKNOWN = "plp_unknown"
 PLP_NONE = "plp_none"
+#: codes that say what a drive is, not what a run showed: said once per drive, and no
+#: caveat on a figure (collector.verdicts.caveats)
+DRIVE_CODES = (FLUSH_UNCHECKED, PLP_UNKNOWN, PLP_NONE)
 #: the word a report puts before a flag of each code
 KIND = {
     FLUSH_ABSORBED: "flush",

@@ -77,11 +77,17 @@ def test_a_cells_caveats_count_its_runs():
     assert len({k.mark for k in caveat.KINDS}) == len(caveat.KINDS)
 
 
+def _copy(results_db, tmp_path):
+    """A copy of the realistic store to add facts to."""
+    path = tmp_path / "drivelab.db"
+    shutil.copy(results_db, path)
+    return path
+
+
 @pytest.fixture
 def flagged(results_db, tmp_path):
     """The realistic store, ssd's runs client-bound, hdd's cache defeated."""
-    path = tmp_path / "drivelab.db"
-    shutil.copy(results_db, path)
+    path = _copy(results_db, tmp_path)
     with Store.open(path, create=False) as store:
         view = load(store, "two-drives")
         sid = store.scenario("two-drives").id
@@ -202,8 +208,7 @@ def test_iostat_per_drive_over_its_runs_windows_and_percentiles_per_cell(results
     """iostat's summary of a drive is the mean of its own device's per-second figures
     inside its complete runs' windows (a sample outside them, or of another device, is
     not counted), in iostat's units; the percentiles per cell rise with the quantile."""
-    path = tmp_path / "drivelab.db"
-    shutil.copy(results_db, path)
+    path = _copy(results_db, tmp_path)
     with Store.open(path, create=False) as store:
         view = load(store, "two-drives")
         sid = store.scenario("two-drives").id
@@ -241,8 +246,7 @@ def test_every_cells_tps_per_second_on_one_axis_with_its_marks(flagged):
 
 
 def test_checkpoints_buffers_and_wal_per_cell_are_means_per_complete_run(results_db, tmp_path):
-    path = tmp_path / "drivelab.db"
-    shutil.copy(results_db, path)
+    path = _copy(results_db, tmp_path)
     with Store.open(path, create=False) as store:
         view = load(store, "two-drives")
         sid = store.scenario("two-drives").id
