@@ -22,6 +22,18 @@ from collector.errors import (
     one_line,
 )
 
+#: what ``drivelab --help`` says of the exit statuses (collector.errors, docs/collector.md)
+EXIT_STATUSES = """\
+exit statuses (every verb):
+  0  done
+  1  results incomplete: a repetition partial or failed, a cell not run
+     (check: problems found)
+  2  the input: arguments, a scenario, an inventory, a drive the gate refused
+  3  the lab is busy: its lease is held; retry later, or run --wait
+  4  the hosts: one does not answer over SSH, a playbook failed on it
+  5  the controller: the results store damaged, full or unreachable; disk full
+  128+n  stopped by signal n (Ctrl-C: 130)"""
+
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad argument is one line naming it, not a usage dump."""
@@ -40,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         labcmd,
         reportcmd,
         runcmd,
+        schemacmd,
         statuscmd,
         transfercmd,
         watchcmd,
@@ -48,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="drivelab",
         description="How fast is PostgreSQL on this drive, and why.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"drivelab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
@@ -60,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     reportcmd.register(sub)
     watchcmd.register(sub)
     transfercmd.register(sub)
+    schemacmd.register(sub)
     return parser
 
 

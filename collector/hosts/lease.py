@@ -158,8 +158,10 @@ class SshTransport:
             try:
                 return json.loads(out)
             except ValueError:
+                # the host answered, but not with the rule book's answer (no python3, a
+                # login that cannot run it): the host's failure, not the input's
                 last = (err.strip().splitlines() or [out.strip() or "no output"])[-1]
-                raise DrivelabError(f"lab lease: {self.ssh['host']}: {last[:200]}") from None
+                raise HostFailure(f"lab lease: {self.ssh['host']}: {last[:200]}") from None
 
     def close(self) -> None:
         client, self._client = self._client, None
@@ -218,7 +220,7 @@ class AnsibleTransport:
             res.get("failed") and "held" not in res and "lease" not in res
         ):
             why = " ".join(str(res.get("msg") or "no answer").split())
-            raise DrivelabError(f"lab lease: {self.host}: {why[:200]}")
+            raise HostFailure(f"lab lease: {self.host}: {why[:200]}")
         return res
 
     def close(self) -> None:
@@ -260,7 +262,7 @@ def query(inventory_path: Path, inventory: dict) -> dict[str, Any]:
     finally:
         transport.close()
     if "error" in res:
-        raise DrivelabError(f"lab lease: {host}: {res['error']}")
+        raise HostFailure(f"lab lease: {host}: {res['error']}")
     record, stale = res.get("lease"), res.get("stale")
     text = describe(record, res.get("now"))
     if record and stale is not None:
@@ -340,7 +342,7 @@ class Lease:
                "ttl": self.settings.ttl, **extra}  # fmt: skip
         res = self.transport.call(req)
         if "error" in res:
-            raise DrivelabError(f"lab lease: {self.host}: {res['error']}")
+            raise HostFailure(f"lab lease: {self.host}: {res['error']}")
         return res
 
     def take(self, *, wait: bool = False, expected_seconds: float | None = None) -> None:
@@ -438,7 +440,7 @@ class Lease:
             {"op": "release", "path": self.settings.file, "token": self.token}
         )
         if "error" in res:
-            raise DrivelabError(f"lab lease: {self.host}: {res['error']}")
+            raise HostFailure(f"lab lease: {self.host}: {res['error']}")
 
     def fact(self) -> dict[str, Any]:
         """The run fact ``lab_lease``: on which host, since when, and whom it took over."""

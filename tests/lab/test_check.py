@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from collector import documents
 from tests.lab.conftest import drivelab, lab_inventory
 
 pytestmark = pytest.mark.lab
@@ -66,6 +67,7 @@ def test_a_broken_inventory_is_one_line_per_problem_and_touches_nothing(lab2, tm
 
 def test_drives_lists_the_lab_drives_with_the_gates_verdict(lab2):
     doc = json.loads(drivelab("drives", "--json").stdout)
+    documents.validate("drives", doc)
     assert doc["host"] == "dbhost"
     listed = {d["listed_as"]: d for d in doc["devices"] if d["listed_as"]}
     assert set(listed) == {d["name"] for d in lab2["drives"]}

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from collector import documents
 from tests.lab.conftest import (
     ansible,
     assert_no_lab,
@@ -225,6 +226,7 @@ def test_check_names_the_clock_ahead_and_nothing_else_and_so_does_the_example(
     which the lab runs ahead on purpose."""
     proc = drivelab("check", "--json", check=False, timeout=300)
     doc = json.loads(proc.stdout)
+    documents.validate("check", doc)
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert [(p["host"], p["check"]) for p in doc["problems"]] == [("client2", "clock")], doc
     assert doc["problems"][0]["message"].startswith("clock +")

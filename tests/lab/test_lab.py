@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from collector import documents
 from tests.lab.conftest import (
     BIN,
     REPO,
@@ -60,7 +61,9 @@ def lab3():
     assert_no_lab()
     try:
         drivelab("lab", "up", "--clients", "3")
-        yield json.loads(drivelab("lab", "status", "--json").stdout)
+        status = json.loads(drivelab("lab", "status", "--json").stdout)
+        documents.validate("lab-status", status)
+        yield status
     finally:
         drivelab("lab", "down")
 

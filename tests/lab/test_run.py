@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from collector import documents
 from collector.errors import EXIT_BUSY
 from collector.hosts import lab
 from tests.lab.conftest import (
@@ -95,7 +96,9 @@ def drivelab_run(path, env, **kw):
 def lease_status(inventory: Path | None = None) -> dict:
     """`drivelab status --json`: the lease on the DB host, as any controller reads it."""
     args = ["status", "--json"] + (["--inventory", str(inventory)] if inventory else [])
-    return json.loads(drivelab(*args).stdout)
+    doc = json.loads(drivelab(*args).stdout)
+    documents.validate("status", doc)
+    return doc
 
 
 def test_killed_after_the_first_run_and_started_again_it_finishes_exactly(lab2, tmp_path):

@@ -34,6 +34,7 @@ ROOMS = {
     "collector.paths": "types",
     "collector.units": "types",
     "collector.build": "types",
+    "collector.documents": "types",
     "collector.ansible_plugins": "plugins",
 }
 
