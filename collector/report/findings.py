@@ -6,6 +6,7 @@ and the exports lay them out (:func:`findings`)."""
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections import defaultdict
 from dataclasses import dataclass
@@ -51,6 +52,47 @@ def test_rest(view: ScenarioView, test: str) -> str:
     """What a row's test adds to the shared words (``R100``); ``-`` for nothing."""
     shared = set(shared_words(view))
     return " ".join(w for w in test_words(test) if w not in shared) or "-"
+
+
+#: what a test's words mean (CellSpec.test): the fixed ones, then the patterns
+_WORDS = {
+    "tpcb": "pgbench's TPC-B-like script",
+    "select-only": "pgbench's select-only script (-S)",
+    "simple-update": "pgbench's simple-update script (-N)",
+    "custom": "the scenario's own script (-f)",
+    "cluster": "the whole cluster on the drive",
+    "tablespace": "the databases in a tablespace on the drive",
+}
+_PATTERNS = (
+    (re.compile(r"s(\d+)"), "scale {} (each client host's own database)"),
+    (re.compile(r"(\d+)cl"), "{} client hosts at once"),
+    (re.compile(r"c(\d+)"), "{} connections per client host (-c)"),
+    (re.compile(r"j(\d+)"), "{} pgbench threads per client host (-j)"),
+    (re.compile(r"T(\d+)"), "{} s per run (-T)"),
+    (re.compile(r"t(\d+)"), "{} transactions per connection (-t)"),
+    (re.compile(r"R(\d+)"), "{} transactions/s per client host (-R)"),
+    (re.compile(r"L(\d+)"), "transactions over {} ms counted late (-L)"),
+    (re.compile(r"wc (on|off)"), "the drive's write cache {}"),
+    (re.compile(r"pg (.+)"), "the PostgreSQL settings named {}"),
+)
+
+
+def test_legend(view: ScenarioView) -> str | None:
+    """Each abbreviation of the view's tests said once, from the tests that ran (``s34:
+    scale 34 (each client host's own database), 2cl: 2 client hosts at once, ...``)."""
+    seen: list[str] = []
+    for cv in view.cells:
+        seen += [w for w in test_words(cv.test) if w not in seen]
+    said = []
+    for w in seen:
+        meaning = _WORDS.get(w)
+        for pattern, words in _PATTERNS:
+            m = pattern.fullmatch(w) if meaning is None else None
+            if m:
+                meaning = words.format(m.group(1))
+        if meaning is not None:
+            said.append(f"{w}: {meaning}")
+    return ", ".join(said) or None
 
 
 def label(view: ScenarioView, cv) -> str:
@@ -387,6 +429,8 @@ class Findings:
     percentiles: tuple[tuple[str, ...], ...] = ()
     #: per cell, checkpoints, buffers written by whom and WAL, mean per run
     checkpoints_table: tuple[tuple[str, ...], ...] = ()
+    #: each abbreviation of the tests that ran, said once (None: no test)
+    test_legend: str | None = None
 
 
 #: the findings of each view alive, by its id (a view holds mappings: it has no hash)
@@ -413,6 +457,7 @@ def findings(view: ScenarioView) -> Findings:
             iostat=tuple(tuple(r) for r in iostat_rows(view)),
             percentiles=tuple(tuple(r) for r in percentile_rows(view)),
             checkpoints_table=tuple(tuple(r) for r in checkpoint_rows(view)),
+            test_legend=test_legend(view),
         )
         _MADE[id(view)] = made
         weakref.finalize(view, _MADE.pop, id(view), None)

@@ -383,6 +383,8 @@ def _summary_section(view: ScenarioView) -> list[str]:
     ]
     head = ["drive", "test", "tps ± CI", f"x {view.baseline}", "pgbench sum", "p95 ms"]
     parts.append(_table([*head, "clients", "runs"], rows))
+    if said.test_legend:
+        parts.append(f"<p class=legend>test: {html.escape(said.test_legend)}</p>")
     parts += [f"<p class=legend>[{m}] {html.escape(meaning)}</p>" for m, meaning in said.legend]
     parts += [
         f"<p class=warn>warning: {html.escape(f'{cv.drive} {cv.test}: {w}')}</p>"

@@ -7,6 +7,7 @@ from dataclasses import replace
 from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
 from collector.report import ScenarioView, fmt_ms, fmt_ratio
@@ -170,6 +171,10 @@ def _heading(view: ScenarioView, said: Findings, console: Console) -> None:
         console.print(f"test: {escape(common)}", highlight=False)
     elif shared_words(view):
         console.print(f"test: {escape(' '.join(shared_words(view)))} (and what each row adds)",
+                      highlight=False)  # fmt: skip
+    if said.test_legend:
+        # folded under its indent at any width
+        console.print(Padding(f"[dim]{escape(said.test_legend)}[/dim]", (0, 0, 0, 2), expand=False),
                       highlight=False)  # fmt: skip
 
 

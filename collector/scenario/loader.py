@@ -199,6 +199,11 @@ def parse(
             have = ", ".join(sizes) or "none"
             raise _fail(source, f"sizes: no size {size!r} (have: {have})")
         scenario = _validate(_merge(doc, sizes[size]), source, base, prefix=f"sizes.{size}")
+        if "description" not in sizes[size] and scenario.description.strip():
+            # the file's words describe its full size: said so where they are printed,
+            # beside what ran (the report's test line); a size may say its own
+            said = f"{scenario.description.strip()} [at full size; its '{size}' size ran]"
+            scenario = scenario.model_copy(update={"description": said})
     scenario._source = source
     scenario._size = size
     return scenario

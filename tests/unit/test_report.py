@@ -40,6 +40,10 @@ def test_terminal_table(results_db, capsys, wide):
     assert ssd.split()[3:5] == ["30.44x", "28.3-32.7"]
     assert ssd.split()[1:3] == ["7,272.1", "523.7"] and "8,239.8" in ssd and "1.73" in ssd
     assert "test: tpcb s2 2cl" in out
+    # the label's abbreviations, said once from what ran
+    said = " ".join(out.split())
+    assert "s2: scale 2 (each client host's own database), 2cl: 2 client hosts at once" in said
+    assert said.count("2cl: ") == 1
     assert "hdd run 2: partial (client2: client 0 aborted" in " ".join(out.split())
 
 

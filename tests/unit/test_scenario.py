@@ -406,6 +406,18 @@ def test_size_merges_mappings_and_replaces_lists(tmp_path: Path) -> None:
     assert lab.workload.clients_per_host == 10  # kept from the document
 
 
+def test_a_size_says_its_own_description_or_is_said_to_be_one(tmp_path: Path) -> None:
+    """The file's description is its full size's: a size that gives none runs with the
+    file's words marked as the full size's; a size may give its own."""
+    full = "two hosts, pgbench -c 10 -T 500 at scale 1000"
+    doc = with_(description=full, sizes={"lab": {"workload": {"scale": [5]}},
+                                         "own": {"description": "scale 5, for the lab"}})  # fmt: skip
+    path = write(tmp_path, doc)
+    assert sc.load(path).description == full
+    assert sc.load(path, "lab").description == f"{full} [at full size; its 'lab' size ran]"
+    assert sc.load(path, "own").description == "scale 5, for the lab"
+
+
 def test_scalars_and_yaml_booleans(tmp_path: Path) -> None:
     text = "name: t\ndrives: [ssd]\nworkload: {scale: 7, transactions: 100}\nhosts: 2\nwrite_cache: [on, off]\n"
     s = sc.load(write(tmp_path, text))
