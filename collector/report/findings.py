@@ -233,7 +233,7 @@ def checkpoint_lines(view: ScenarioView) -> list[str]:
         out.append(
             f"{label(view, cv)}: a checkpoint ({', '.join(reasons)}) started or ended while"
             f" all clients ran in {', '.join(r.name for r in hit)} ({len(hit)} of"
-            f" {len(known)} runs): its writes competed with the clients'"
+            f" {len(known)} runs): its writes competed with the clients' for the drive"
         )
     return out
 

@@ -38,7 +38,7 @@ table{border-collapse:collapse;margin:.8em 0}td,th{border:1px solid #ccc;padding
 th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .partial{color:#a60}.failed{color:#b00}.note{color:#555;font-size:.9em}
 .warn{color:#b00;font-weight:bold}
-.verdict{font-size:1.15em;font-weight:bold}.legend{font-size:.9em;margin:.2em 0}
+.verdict{font-size:1.15em;font-weight:bold}.legend,.words{font-size:.9em;margin:.2em 0}
 .toc{columns:3;font-size:.85em}.toc li.h3{margin-left:1.5em}
 figure{margin:1em 0}svg{max-width:100%;height:auto}
 .pair{display:flex;gap:1em;align-items:flex-start}.pair figure{flex:1;min-width:0;margin:.5em 0}
@@ -384,7 +384,7 @@ def _summary_section(view: ScenarioView) -> list[str]:
     head = ["drive", "test", "tps ± CI", f"x {view.baseline}", "pgbench sum", "p95 ms"]
     parts.append(_table([*head, "clients", "runs"], rows))
     if said.test_legend:
-        parts.append(f"<p class=legend>test: {html.escape(said.test_legend)}</p>")
+        parts.append(f"<p class=words>test: {html.escape(said.test_legend)}</p>")
     parts += [f"<p class=legend>[{m}] {html.escape(meaning)}</p>" for m, meaning in said.legend]
     parts += [
         f"<p class=warn>warning: {html.escape(f'{cv.drive} {cv.test}: {w}')}</p>"

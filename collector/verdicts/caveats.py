@@ -61,7 +61,7 @@ KINDS: tuple[Kind, ...] = (
         CHECKPOINT,
         "k",
         "a checkpoint in the window",
-        "checkpoint in the window: its writes competed with the clients'",
+        "checkpoint in the window: its writes competed with the clients' for the drive",
     ),
     Kind(
         PHYSICS,

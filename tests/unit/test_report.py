@@ -255,6 +255,27 @@ def test_html_with_checkpoints_and_environments_renders_in_headless_chromium(tmp
     carries the lab's captured environment (ssd's with wal_sync_method open_datasync),
     ssd's plotted run a checkpoint inside its window. The page is not blank, the
     environment table says the difference, and the checkpoint's red marks are drawn."""
+    page = html.publish([evidence_view(tmp_path)], tmp_path / "report.html")
+    text = page.read_text(encoding="utf-8")
+    assert "Environment per drive" in text
+    row = re.search(r"<tr><td>PostgreSQL wal_sync_method</td>(.*?)</tr>", text)
+    assert row, "no wal_sync_method row in the environment table"
+    assert re.findall(r"<td>([^<]*)</td>", row.group(1)) == [
+        "fdatasync", "open_datasync", "differs",
+    ]  # fmt: skip
+    pixels = _screenshot(page, tmp_path / "report.png", height=6000)
+    non_white = (pixels < 0.9).any(axis=-1).mean()
+    assert non_white > 0.02, f"only {non_white:.1%} of the screenshot is not white"
+    # the checkpoint's dashed start line in its colour (#c0392b), as Chromium drew it
+    red = np.array([0xC0, 0x39, 0x2B]) / 255
+    near = (np.abs(pixels - red) < 0.08).all(axis=-1).sum()
+    assert near > 20, f"{near} pixels of the checkpoint colour"
+
+
+def evidence_view(tmp_path: Path):
+    """The realistic store's scenario with the evidence of its runs: every run carries the
+    lab's captured environment (ssd's with wal_sync_method open_datasync), ssd's runs a
+    checkpoint one second into their window."""
     env = json.loads((DATA / "environment" / "lab-nvme.json").read_text(encoding="utf-8"))
     with build_store(tmp_path / "drivelab.db") as store:
         sid = store.scenario("two-drives").id
@@ -272,22 +293,7 @@ def test_html_with_checkpoints_and_environments_renders_in_headless_chromium(tmp
                              "in_window": "started and ended"}  # fmt: skip
                     store.add_facts(sid, {"checkpoint_in_window": True, "checkpoints": [event]},
                                     "run", run_id=run.id)  # fmt: skip
-        view = load(store, "two-drives")
-    page = html.publish([view], tmp_path / "report.html")
-    text = page.read_text(encoding="utf-8")
-    assert "Environment per drive" in text
-    row = re.search(r"<tr><td>PostgreSQL wal_sync_method</td>(.*?)</tr>", text)
-    assert row, "no wal_sync_method row in the environment table"
-    assert re.findall(r"<td>([^<]*)</td>", row.group(1)) == [
-        "fdatasync", "open_datasync", "differs",
-    ]  # fmt: skip
-    pixels = _screenshot(page, tmp_path / "report.png", height=6000)
-    non_white = (pixels < 0.9).any(axis=-1).mean()
-    assert non_white > 0.02, f"only {non_white:.1%} of the screenshot is not white"
-    # the checkpoint's dashed start line in its colour (#c0392b), as Chromium drew it
-    red = np.array([0xC0, 0x39, 0x2B]) / 255
-    near = (np.abs(pixels - red) < 0.08).all(axis=-1).sum()
-    assert near > 20, f"{near} pixels of the checkpoint colour"
+        return load(store, "two-drives")
 
 
 def _screenshot(page: Path, shot: Path, *, height: int):
@@ -374,7 +380,7 @@ def test_a_checkpoint_in_the_window_is_said_per_drive_and_marked_on_the_plot(tmp
         view = load(store, "two-drives")
     assert findings.checkpoint_lines(view) == [
         "ssd: a checkpoint (wal) started or ended while all clients ran in run 0 (1 of 2 runs):"
-        " its writes competed with the clients'"
+        " its writes competed with the clients' for the drive"
     ]
     ssd = next(cv for cv in view.cells if cv.drive == "ssd")
     assert charts.checkpoint_spans(view, ssd) == [(t0 + 1.0, t0 + 3.5, "wal")]
