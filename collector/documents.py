@@ -67,7 +67,10 @@ class Cell(_Closed):
     client_bound: bool = Field(description="a run measured the clients, not the drive")
     cache_defeated: bool | None = Field(description="null: not known")
     checkpoint_in_window: bool
-    caveats: str | None = Field(description="the row's marks, space-separated (c m k p e)")
+    caveats: str | None = Field(
+        description="the caveats' codes, space-separated (client_bound, cache_not_defeated,"
+        " checkpoint, physics, emulated_cpu): the row's marks c m k p e"
+    )
     wal_placement: str | None
 
 

@@ -8,12 +8,16 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from collector import build
 from collector.errors import DrivelabError
-from collector.live.state import ClientRow, RunLabels, Status
+from collector.live.state import LATENCY_BUCKETS_S, ClientRow, RunLabels, Status
 
 __all__ = [
     "DEFAULT_METRICS_ADDR",
@@ -82,10 +86,18 @@ class _LiveCollector(Collector):
             "Transactions since pgbench started (from its progress lines: tps x interval)",
             labels=LABELS,
         )
+        # from the per-transaction log, followed live: each transaction's own latency
+        latency = HistogramMetricFamily(
+            "drivelab_client_transaction_latency_seconds",
+            "Latency of each transaction in the client's pgbench log so far",
+            labels=LABELS,
+        )
         for labels, row in rows:
             values = [{**labels.as_labels(), "client": row.client}[k] for k in LABELS]
             if row.transactions is not None:
                 transactions.add_metric(values, row.transactions)
+            if row.latency_buckets is not None:
+                latency.add_metric(values, _cumulative(row.latency_buckets), row.latency_sum_s)
             for name, _, field in GAUGES:
                 value = getattr(row, field)
                 if value is not None:  # unknown is absent, never 0
@@ -97,6 +109,7 @@ class _LiveCollector(Collector):
         yield up
         yield status
         yield transactions
+        yield latency
         info = GaugeMetricFamily(
             "drivelab_build_info", "drivelab's version and commit (value 1)",
             labels=("version", "commit"),
@@ -104,6 +117,15 @@ class _LiveCollector(Collector):
         b = build.info()
         info.add_metric([str(b["version"]), str(b["commit"] or "")], 1.0)
         yield info
+
+
+def _cumulative(counts: tuple[int, ...]) -> list[tuple[str, float]]:
+    """Per-bucket counts as Prometheus's cumulative ``(le, count)`` pairs, +Inf last."""
+    out, total = [], 0
+    for bound, n in zip((*LATENCY_BUCKETS_S, float("inf")), counts, strict=True):
+        total += n
+        out.append(("+Inf" if bound == float("inf") else repr(bound), float(total)))
+    return out
 
 
 class MetricsExporter:

@@ -63,13 +63,22 @@ class ClientTarget:
     port: int = 22
     user: str = "root"
     connect_timeout_s: float = 10.0
+    #: pgbench's per-transaction log files to follow beside stderr (its threads, -j),
+    #: for the live latency histogram; 0: none (no per-transaction log)
+    txlogs: int = 0
 
     @property
     def rc_path(self) -> str:
         return str(PurePosixPath(self.stderr_path).with_name("rc.txt"))
 
 
-def follow_command(stderr_path: str, rc_path: str, not_before: int, *, sudo: bool = False) -> str:
+#: the prefix of a per-transaction log line in the follow command's output
+TX_MARKER = "@@tx "
+
+
+def follow_command(
+    stderr_path: str, rc_path: str, not_before: int, *, sudo: bool = False, txlogs: int = 0
+) -> str:
     """The remote shell command that streams one client's pgbench stderr and ends by
     itself once ``rc.txt`` holds an exit code.
 
@@ -79,19 +88,35 @@ def follow_command(stderr_path: str, rc_path: str, not_before: int, *, sudo: boo
     and are waited past. When the SSH channel closes, a watchdog on stdin kills the
     whole process group, so nothing is left behind on the client. ``sudo``: through
     ``sudo -n`` (a login that is not root cannot read the run folders, which are
-    root's, mode 0700)."""
+    root's, mode 0700).
+
+    ``txlogs``: pgbench's per-transaction log files beside stderr (``pgbench_log.*``, one
+    per thread) are followed too, once that many have appeared, each line prefixed with
+    ``@@tx `` (:data:`TX_MARKER`), all before the ``rc=`` line. Every line goes through
+    ``sed -u``, which writes whole lines one write each, so the streams never cut into
+    one another (pgbench writes its logs in 4 KiB blocks, not lines)."""
     script = f"""
-f={shlex.quote(stderr_path)}; r={shlex.quote(rc_path)}; nb={int(not_before)}
+f={shlex.quote(stderr_path)}; r={shlex.quote(rc_path)}; nb={int(not_before)}; n={int(txlogs)}
 exec 3<&0
 {{ cat <&3 >/dev/null 2>&1; kill -TERM 0; }} >/dev/null 2>&1 &
 exec 3<&-
 fresh() {{ [ -e "$1" ] && [ "$(stat -c %Y -- "$1" 2>/dev/null || echo 0)" -ge "$nb" ]; }}
 ended() {{ fresh "$r" && grep -qs '^rc=' "$r"; }}
+logs() {{ for l in "${{f%/*}}"/pgbench_log.*; do fresh "$l" && echo "$l"; done; }}
 until fresh "$f" || ended; do sleep 0.2; done
 echo '{MARKER}started'
 ( until ended; do sleep 0.2; done ) & w=$!
-tail -n +1 -s 0.2 -F --pid="$w" -- "$f" 2>/dev/null
+t=
+if [ "$n" -gt 0 ]; then
+  ( until [ "$(logs | wc -l)" -ge "$n" ] || ended; do sleep 0.2; done
+    for l in $(logs); do
+      tail -n +1 -s 0.2 -F --pid="$w" -- "$l" 2>/dev/null | sed -u 's/^/{TX_MARKER}/' &
+    done
+    wait ) & t=$!
+fi
+tail -n +1 -s 0.2 -F --pid="$w" -- "$f" 2>/dev/null | sed -u ''
 wait "$w"
+[ -z "$t" ] || wait "$t"
 echo "{MARKER}$(grep -s '^rc=' "$r" | head -n 1)"
 """
     return ("sudo -n " if sudo else "") + f"sh -c {shlex.quote(script)}"
@@ -248,7 +273,13 @@ class Follower:
         problem: str | None = None
         try:
             result = conn.run(
-                follow_command(t.stderr_path, t.rc_path, self.not_before, sudo=t.user != "root"),
+                follow_command(
+                    t.stderr_path,
+                    t.rc_path,
+                    self.not_before,
+                    sudo=t.user != "root",
+                    txlogs=t.txlogs,
+                ),
                 hide=False,
                 warn=True,
                 pty=False,
@@ -285,6 +316,9 @@ class Follower:
                 conn.close()
 
     def _on_line(self, line: str) -> None:
+        if line.startswith(TX_MARKER):
+            self.state.feed_transaction(line[len(TX_MARKER) :])
+            return
         if not line.startswith(MARKER):
             self.state.feed_line(line)
             return

@@ -4,6 +4,7 @@ that pgbench's stderr lines feed. No SSH, no HTTP, no terminal here."""
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections.abc import Callable
@@ -13,7 +14,12 @@ from enum import StrEnum
 from collector.parse import ParseError
 from collector.parse.pgbench import parse_progress, parse_stderr
 
-__all__ = ["ClientRow", "LiveState", "RunLabels", "Status"]
+__all__ = ["LATENCY_BUCKETS_S", "ClientRow", "LiveState", "RunLabels", "Status"]
+
+#: upper bounds of the live latency histogram's buckets, seconds (+Inf beyond): a
+#: transaction of a write-cached NVMe drive (0.5 ms) to one queued behind a seek storm
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
+                     1.0, 2.0, 5.0, 10.0)  # fmt: skip
 
 
 class Status(StrEnum):
@@ -67,6 +73,11 @@ class ClientRow:
     #: transactions since pgbench started, from its progress lines (tps x interval): a
     #: counter that only grows; ``None`` before the first line
     transactions: float | None = None
+    #: the latencies of the transactions its log has shown so far (followed when the
+    #: log is per transaction): count per bucket of LATENCY_BUCKETS_S (not cumulative),
+    #: then beyond the last; their sum in seconds; None when its log is not followed
+    latency_buckets: tuple[int, ...] | None = None
+    latency_sum_s: float = 0.0
 
 
 class LiveState:
@@ -103,6 +114,8 @@ class LiveState:
         self._errors: list[str] = []
         self._bad_lines = 0
         self._updated_at: float | None = None
+        self._buckets: list[int] | None = None  # the log's latencies, once followed
+        self._latency_sum = 0.0
 
     @property
     def status(self) -> Status:
@@ -145,6 +158,21 @@ class LiveState:
             with self._lock:
                 self._errors.extend(errors)
                 self._updated_at = self._clock()
+
+    def feed_transaction(self, line: str) -> None:
+        """One line of pgbench's per-transaction log (``client_id transaction_no time
+        script_no time_epoch time_us [schedule_lag ...]``, time in µs): its latency
+        counted in the histogram. A failed or skipped transaction (no latency), or a
+        line that is not one, is left out."""
+        fields = line.split()
+        if len(fields) < 6 or not fields[2].isdigit():
+            return
+        seconds = int(fields[2]) / 1e6
+        with self._lock:
+            if self._buckets is None:
+                self._buckets = [0] * (len(LATENCY_BUCKETS_S) + 1)
+            self._buckets[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+            self._latency_sum += seconds
 
     def _add_point(self, t: float, tps: float, latency_s: float, epoch: bool) -> None:
         with self._lock:
@@ -222,4 +250,6 @@ class LiveState:
                 remaining_s=remaining,
                 updated_at=self._updated_at,
                 up=self._up and not self._status.final,
+                latency_buckets=None if self._buckets is None else tuple(self._buckets),
+                latency_sum_s=self._latency_sum,
             )

@@ -458,28 +458,28 @@ class ScenarioRun:
     # ------------------------------------------------------------------ around a run
 
     def live_view(self, planned: PlannedCell, rep: int, run_dir: Path, hosts: list[str]):
-        """Follows the clients' progress lines over SSH while the playbook runs: a live
-        table on a terminal, metrics for Prometheus and `drivelab watch`. Best effort:
-        a client it cannot reach is marked, the results come from the fetched files."""
+        """Follows the clients' progress lines (and transaction logs) over SSH while the
+        playbook runs: a live table, metrics for Prometheus and `drivelab watch`. Best
+        effort: a client not reached is marked; results come from the fetched files."""
         from collector import live  # noqa: PLC0415
 
         cell = planned.cell
+        per_tx = cell.pgbench.log in ("full", "sampled") and self.opts.metrics_port is not None
+        txlogs = cell.pgbench.threads if per_tx else 0  # each thread's, for the histogram
         targets = []
         for h in hosts:
             ssh = ssh_settings(self.inventory, h)
             if ssh is None:
                 self.console.print(f"live view: no SSH key or known_hosts for {h}: not followed")
                 continue
-            stderr = live.remote_run_dir(run_dir, h) / "stderr.txt"
-            targets.append(live.ClientTarget(h, ssh["host"], str(stderr), ssh["key"],
-                                             ssh["known_hosts"], port=ssh["port"],
-                                             user=ssh["user"]))  # fmt: skip
+            stderr = str(live.remote_run_dir(run_dir, h) / "stderr.txt")
+            targets.append(live.ClientTarget(h, ssh["host"], stderr, ssh["key"], ssh["known_hosts"],
+                                             ssh["port"], ssh["user"], txlogs=txlogs))  # fmt: skip
         labels = live.RunLabels(cell.scenario, cell.cell_id, str(rep), cell.drive)
-        duration = float(cell.pgbench.duration) if cell.pgbench.duration else None
         return live.following(
-            targets, labels, duration, metrics_addr=self.opts.metrics_addr,
-            metrics_port=self.opts.metrics_port, console=self.console,
-            display=False if self.opts.verbose else None,
+            targets, labels, float(cell.pgbench.duration) if cell.pgbench.duration else None,
+            metrics_addr=self.opts.metrics_addr, metrics_port=self.opts.metrics_port,
+            console=self.console, display=False if self.opts.verbose else None,
         )  # fmt: skip
 
 

@@ -1,7 +1,7 @@
 """PostgreSQL on the candidate drive and synchronized multi-client pgbench, on the real
 lab: each client's database in the drive's tablespace, complete outputs from both
-clients, start skew, the environment stored with the run, whole-cluster placement
-telling nvme from hdd7200, the "fits in RAM" warning, fidelity to pgbench's own tps
+clients, start skew, the environment stored with the run, the demo's scenario telling
+nvme from hdd7200 with the caveats marked on its figures, the "fits in RAM" warning, fidelity to pgbench's own tps
 line, and access locked down."""
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from collector.store import Store
+from collector.verdicts import caveats as caveat
 from tests.lab.conftest import REPO, drivelab
 
 pytestmark = pytest.mark.lab
@@ -329,14 +332,59 @@ def test_single_client_fidelity_to_pgbench_tps_line(pg):
     assert abs(stored[0] - printed) <= printed * 0.001, (stored, printed)
 
 
-def test_whole_cluster_on_the_drive_tells_nvme_from_hdd7200(pg):
-    _, fast = measure(pg, "nvme", "cluster", 5)
-    _, slow = measure(pg, "hdd7200", "cluster", 5)
-    assert fast.run.status.value == slow.run.status.value == "complete"
-    assert facts(fast)["wal_placement"] == "on the drive"
-    ratio = tps(fast) / tps(slow)
-    print(f"cluster placement: nvme {tps(fast):.1f} tps, hdd7200 {tps(slow):.1f} tps, {ratio:.1f}x")
-    assert ratio >= 3
+def test_the_demo_tells_nvme_from_hdd7200_and_marks_what_measured_the_clients(pg, tmp_path):
+    """The demo's scenario (seed-two-clients at its lab size: the whole cluster on the
+    drive, two client hosts each on its own scale-34 database) on nvme and hdd7200, one
+    repetition each, as `drivelab run` runs it. nvme is many times hdd7200; a cell whose
+    run measured the clients (the run fact client_bound: the clients' CPU above 90 %
+    through the window) carries [c] on its table row, `client_bound: true` in the JSON and
+    a caveat in `compare`, and the verdict line says so; a cell without the fact carries
+    no mark. On this lab nvme is client-bound (the demo's own result): the lab's clients
+    share the controller's two cores with the DB host."""
+    doc = yaml.safe_load((REPO / "scenarios" / "seed-two-clients.yml").read_text())
+    doc["drives"] = ["nvme", "hdd7200"]
+    doc["sizes"]["lab"]["repetitions"] = 1
+    path = tmp_path / "seed-two-clients.yml"
+    path.write_text(yaml.safe_dump(doc))
+    db = str(tmp_path / "demo.db")
+    run = drivelab("run", str(path), "--size", "lab", "--db", db, timeout=900,
+                   env={"COLUMNS": "100"})  # fmt: skip
+    out = run.stdout
+    cells = {c["drive"]: c for c in json.loads(
+        drivelab("report", "--db", db, "--json", "-").stdout)["cells"]}  # fmt: skip
+    with Store.open(db, create=False) as store:
+        sid = store.scenario("seed-two-clients").id
+        facts_of = {spec.drive: {f.key: f.value for r in store.runs(cid)
+                                 for f in store.facts(sid, r.id) if f.scope == "run"}
+                    for cid, spec in store.cells(sid)}  # fmt: skip
+    nvme, hdd = cells["nvme"], cells["hdd7200"]
+    assert facts_of["nvme"]["wal_placement"] == "on the drive"
+    ratio = nvme["tps_mean"] / hdd["tps_mean"]
+    print(f"demo: nvme {nvme['tps_mean']:.1f} tps, hdd7200 {hdd['tps_mean']:.1f} tps, {ratio:.1f}x")
+    assert ratio >= 3, (nvme["tps_mean"], hdd["tps_mean"])
+    # each cell's mark as its run's fact; nvme's run measured the clients on this lab
+    assert facts_of["nvme"].get("client_bound"), facts_of["nvme"].get("client_cpu")
+    for drive, cell in cells.items():
+        bound = bool(facts_of[drive].get("client_bound"))
+        assert cell["client_bound"] is bound, (drive, cell)
+        row = next(line for line in out.splitlines()
+                   if re.match(rf"{drive}( \[[a-z ]+\])?\s+[\d,]+\.\d\s", line))  # fmt: skip
+        marks = re.match(rf"{drive} \[([a-z ]+)\]", row)
+        codes = (cell["caveats"] or "").split()  # the JSON's codes, the row's letters
+        assert sorted(marks.group(1).split() if marks else []) == sorted(
+            caveat.BY_CODE[c].mark for c in codes
+        ), (row, cell)
+        assert ("c" in (marks.group(1).split() if marks else [])) is bound, row
+    assert caveat.CLIENT_BOUND in nvme["caveats"].split()
+    verdict = next(line for line in out.splitlines() if line.startswith("verdict "))
+    assert verdict.startswith("verdict nvme vs hdd7200: ") and "client-bound" in verdict, verdict
+    assert "[c] client-bound" in out
+    compared = json.loads(drivelab("compare", "hdd7200", "nvme", "--db", db, "--json", "-").stdout)
+    (pair,) = compared["pairs"]
+    assert pair["contender_client_bound"] is True, pair
+    assert pair["baseline_client_bound"] is bool(facts_of["hdd7200"].get("client_bound"))
+    words = drivelab("compare", "hdd7200", "nvme", "--db", db, env={"COLUMNS": "80"}).stdout
+    assert "contender client-bound" in " ".join(words.split()), words
 
 
 def test_a_non_client_address_is_rejected(pg):

@@ -25,7 +25,7 @@ def test_the_rules_pass_promtool():
         ["promtool", "check", "rules", str(RULES)], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 10 rules found" in proc.stdout
+    assert "SUCCESS: 12 rules found" in proc.stdout
 
 
 def test_every_panel_asks_for_recorded_or_served_series():

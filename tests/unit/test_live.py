@@ -5,6 +5,7 @@ follower against a real sshd on 127.0.0.1 (marked ``sshd``)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -749,3 +750,70 @@ def test_follower_stopped_at_once_leaves_nothing(sshd, tmp_path, no_thread_error
         assert not state.snapshot().up
     marker = str(tmp_path / "stderr.txt")  # not tmp_path: our sshd's own command line has it
     assert wait_for(lambda: not _remote_processes(marker), what="remote clean-up")
+
+
+@pytest.mark.sshd
+def test_the_transaction_logs_followed_give_each_clients_latency_histogram(
+    sshd, tmp_path, no_thread_errors
+):
+    """pgbench's two thread logs (real ones, a sampled run's), written in blocks that cut
+    lines as pgbench's stdio does, followed beside stderr over SSH: once rc.txt is
+    there, the histogram the exporter serves holds every transaction that has a latency
+    (skipped and failed ones have none), each in its bucket, and their sum; stderr's
+    progress lines still read."""
+    source = DATA / "pgbench" / "run8_sampling_full_logs"
+    logs = [(source / n).read_text() for n in ("samp.14175", "samp.14175.1")]
+    latencies = [
+        int(f[2]) / 1e6
+        for text in logs
+        for f in (line.split() for line in text.splitlines())
+        if f[2].isdigit()
+    ]
+    folder = tmp_path / "run"
+    folder.mkdir()
+    stderr = folder / "stderr.txt"
+    state = LiveState("client1", planned_s=10)
+    target = dataclasses.replace(sshd.target("client1", folder), txlogs=2)
+    follower = Follower(target, state)
+    follower.start()
+    try:
+        wait_for(lambda: state.snapshot().up, what="the SSH stream")
+        stderr.write_text("")
+        wait_for(lambda: state.status is Status.RUNNING, what="running")
+        files = [folder / "pgbench_log.14175", folder / "pgbench_log.14175.1"]
+        for f in files:
+            f.write_text("")
+        for at in range(0, max(len(t) for t in logs), 700):  # mid-line cuts
+            for f, text in zip(files, logs, strict=True):
+                with f.open("a") as fh:
+                    fh.write(text[at : at + 700])
+            time.sleep(0.05)
+        _write(stderr, _progress(1_795_234_735.26, 100.0, 2.0))
+        (folder / "rc.txt").write_text("rc=0\n")
+        assert follower.join(5), "the remote command ends by itself once rc.txt is there"
+    finally:
+        follower.stop()
+    row = state.snapshot()
+    assert row.status is Status.DONE and row.tps_now == 100.0
+    with MetricsExporter(lambda: [(LABELS, row)], "127.0.0.1", 0) as exporter:
+        text = _get(exporter.url)
+    (family,) = [f for f in text_string_to_metric_families(text)
+                 if f.name == "drivelab_client_transaction_latency_seconds"]  # fmt: skip
+    assert family.type == "histogram"
+    buckets = {s.labels["le"]: s.value for s in family.samples if s.name.endswith("_bucket")}
+    for le, count in buckets.items():
+        assert count == sum(1 for v in latencies if v <= float(le)), le
+    count = next(s.value for s in family.samples if s.name.endswith("_count"))
+    total = next(s.value for s in family.samples if s.name.endswith("_sum"))
+    assert count == len(latencies) == buckets["+Inf"] and len(latencies) > 100
+    assert total == pytest.approx(sum(latencies))
+
+
+def test_a_transaction_log_line_without_a_latency_is_left_out():
+    state = LiveState("client1")
+    assert state.snapshot().latency_buckets is None  # not followed: no histogram at all
+    for line in ("0 2 skipped 0 1795234454 497592 0 0", "0 7 failed 0 1795234454 1 serialization",
+                 "garbage", "1 1 1285 0 1795234360 636219"):  # fmt: skip
+        state.feed_transaction(line)
+    row = state.snapshot()
+    assert sum(row.latency_buckets) == 1 and row.latency_sum_s == pytest.approx(0.001285)
