@@ -52,6 +52,11 @@ class PgbenchOptions:
     sampling_rate: float | None = None
     aggregate_interval: int | None = None
     progress: int = 1
+    #: pgbench -M: simple (its default), extended, prepared
+    protocol: str = "simple"
+    #: one count of a client sweep (``workload.clients_per_host`` a list): the cell's
+    #: folder is named by its -c and -j too (``-c4j2``)
+    clients_swept: bool = False
 
     def at_rate(self, value: int, per: str, hosts: int) -> PgbenchOptions:
         """These options at one value of ``workload.rate``: ``per`` ``host``, the value is
@@ -77,6 +82,7 @@ class PgbenchOptions:
             "pgbench_run_duration": self.duration,
             "pgbench_run_transactions": self.transactions,
             "pgbench_run_mode": self.mode,
+            "pgbench_run_protocol": self.protocol,
             "pgbench_run_rate": self.rate,
             "pgbench_run_latency_limit": self.latency_limit,
             "pgbench_run_log": self.log,
@@ -111,6 +117,8 @@ class PgbenchOptions:
         }
         if self.latency_limit:
             out["latency_limit"] = self.latency_limit
+        if self.protocol != "simple":  # pgbench's default: cells without it keep their names
+            out["protocol"] = self.protocol
         return out
 
 
@@ -154,6 +162,7 @@ class Cell:
             mount_options=self.mount_options,
             pg_settings_name=self.pg_settings_name,
             pg_settings=dict(self.pg_settings),
+            clients_swept=self.pgbench.clients_swept,
         )
 
     @property

@@ -159,6 +159,23 @@ class LatencyPoint(_Closed):
     value_s: float
 
 
+class SweepRow(_Closed):
+    """One count of a client sweep's curve (``workload.clients_per_host`` a list)."""
+
+    scenario: str
+    drive: str
+    test: str = Field(description="the test without its -c and -j")
+    connections: int = Field(description="client hosts x -c")
+    clients_per_host: int
+    threads: int
+    client_hosts: int
+    tps: float
+    latency_p50_s: Num
+    latency_p95_s: Num
+    latency_p99_s: Num
+    knee: bool = Field(description="the knee: beyond it a doubling adds < 10 % tps, p99 grows")
+
+
 class Sample(_Closed):
     scenario: str
     metric: str
@@ -187,6 +204,7 @@ class Report(_Document):
     latency_histogram: list[HistogramBucket]
     latency_steps: list[RateStep]
     latency_series: list[LatencyPoint]
+    client_sweeps: list[SweepRow]
     telemetry: list[Sample]
     pretests: list[Sample]
     facts: list[Fact]

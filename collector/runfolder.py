@@ -62,6 +62,7 @@ CLIENT_FILES = {
 CELL_FIELDS = (
     "drive", "workload", "filesystem", "placement", "scale", "clients",
     "write_cache", "mkfs_options", "mount_options", "pg_settings_name", "pg_settings",
+    "clients_swept",
 )  # fmt: skip
 
 
@@ -344,6 +345,7 @@ def _cell_spec(c: Checker, cell: Mapping[str, Any], hosts: int) -> CellSpec:
         mount_options=c.get(cell, "mount_options", (str,), "cell.", required=False),
         pg_settings_name=c.get(cell, "pg_settings_name", (str,), "cell.", required=False),
         pg_settings=dict(pg),
+        clients_swept=c.get(cell, "clients_swept", (bool,), "cell.", required=False, default=False),
     )
 
 

@@ -117,6 +117,7 @@ PGBENCH_FLAGS = {
     "transactions": "t",
     "rate": "R",
     "latency_limit": "L",
+    "protocol": "M",
 }
 #: write cache states a cell can be measured with; "leave" (as the drive is) names nothing
 WRITE_CACHE_STATES = ("leave", "on", "off")
@@ -158,6 +159,9 @@ class CellSpec:
     mount_options: str | None = None
     pg_settings_name: str | None = None
     pg_settings: Mapping[str, str] = field(default_factory=dict)
+    #: one count of a client sweep: its folder is named by its -c and -j too (its test
+    #: always is); False keeps the names of cells made before sweeps
+    clients_swept: bool = False
 
     @property
     def cell_id(self) -> str:
@@ -171,6 +175,10 @@ class CellSpec:
             base += f"-r{self.params['rate']}"  # a rate sweep's cells (per host -R)
         if self.write_cache != "leave":
             base += f"-wc{self.write_cache}"
+        if self.params.get("protocol"):  # pgbench -M other than its default
+            base += f"-M{self.params['protocol']}"
+        if self.clients_swept:  # a client sweep's counts
+            base += f"-c{self.params.get('clients_per_host')}j{self.params.get('threads')}"
         return base if self.pg_settings_name is None else f"{base}-pg{self.pg_settings_name}"
 
     @property
@@ -219,7 +227,7 @@ class CellSpec:
             "mount_options": self.mount_options,
             "pg_settings_name": self.pg_settings_name,
             "pg_settings": dict(self.pg_settings),
-        }
+        } | ({"clients_swept": True} if self.clients_swept else {})
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from collector import build
-from collector.report import ScenarioView, cell_rows, run_rows
+from collector.report import ScenarioView, cell_rows, run_rows, sweep
 from collector.report.latency import step_rows
 
 
@@ -25,6 +25,7 @@ def tables(views: list[ScenarioView]) -> dict[str, list[dict]]:
         "latency_histogram": [],
         "latency_steps": [],
         "latency_series": [],
+        "client_sweeps": [],
         "telemetry": [],
         "pretests": [],
         "facts": [],
@@ -66,6 +67,7 @@ def tables(views: list[ScenarioView]) -> dict[str, list[dict]]:
                     )
         out["latency_steps"] += step_rows(v)
         out["latency_series"] += _latency_series(v)
+        out["client_sweeps"] += sweep.export_rows(v)
         for key, samples in (("telemetry", v.telemetry), ("pretests", v.pretests)):
             for s in samples:
                 out[key].append(

@@ -23,9 +23,9 @@ from collector.report import (
     fmt_runs,
     fmt_tps,
 )
-from collector.report import latency as load_steps
+from collector.report import htmlsections as sections
 from collector.report import rows as tables
-from collector.report.findings import findings, rate_searches
+from collector.report.findings import findings
 from collector.stats import ratesearch
 from collector.units import human_size
 from collector.verdicts import caveats as caveat
@@ -46,86 +46,6 @@ figure{margin:1em 0}svg{max-width:100%;height:auto}
 
 
 # --------------------------------------------------------------------------- latency under load
-
-
-def _latency_section(view: ScenarioView) -> list[str]:
-    """The latency-vs-throughput table and plot of each drive with rate steps."""
-    groups = load_steps.steps(view)
-    if not groups:
-        return []
-    parts = ["<h3>Latency under load (rate steps)</h3>"]
-    plots = dict(charts.plot_latency_throughput(view))
-    for (drive, group), steps in groups.items():
-        per = "total" if steps[0].rate_per == "total" else "per host"
-        rows = [
-            [
-                "none" if s.rate_total is None else f"{s.rate_total:,}",
-                "-" if s.rate_per_host is None else f"{s.rate_per_host:,}",
-                "-" if s.tps is None else f"{s.tps:,.1f}",
-                *("-" if v is None else f"{v:,.2f}"
-                  for v in (s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms)),
-                "-" if s.late is None else f"{s.late:,.0f}",
-                "-" if s.skipped is None else f"{s.skipped:,.0f}",
-                s.held,
-            ]
-            for s in steps
-        ]  # fmt: skip
-        parts.append(
-            f"<p class=note>{html.escape(f'{drive} {group}')}: rate asked of all"
-            f" {steps[0].hosts} client hosts together (the scenario gave it {per})</p>"
-        )
-        head = ["rate/s (total)", "-R per host", "tps", "p50 ms", "p95 ms", "p99 ms", "max ms"]
-        parts.append(_table([*head, "late", "skipped", "rate held"], rows, 0))
-        if f"{drive} {group}" in plots:
-            parts.append(f"<figure>{plots[f'{drive} {group}']}</figure>")
-    parts += [f"<p class=warn>lag: {html.escape(x)}</p>" for x in load_steps.lag_lines(view)]
-    return parts
-
-
-def _table(headers: list[str], rows: list[list[str]], num_from: int = 2) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = []
-    for row in rows:
-        cells = []
-        for i, v in enumerate(row):
-            cls = ' class="num"' if i >= num_from else ""
-            cells.append(f"<td{cls}>{html.escape(str(v))}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
-
-
-def _search_section(view: ScenarioView) -> list[str]:
-    """Each searched cell's sustained rate with its bracket, and its steps in run order."""
-    found = rate_searches(view)
-    if not found:
-        return []
-    rows = [
-        [
-            str(d.get("drive")), str(d.get("test")), f"p99 <= {d.get('p99_ms'):g} ms",
-            "-" if d.get("sustained_rate") is None else f"{d['sustained_rate']}/s",
-            "-" if d.get("holds_at") is None else str(d["holds_at"]),
-            "-" if d.get("breaks_at") is None else str(d["breaks_at"]),
-            f"{d.get('runs', len(d.get('steps') or []))} of {d.get('max_steps')}",
-            str(d.get("status")),
-        ]
-        for d in found
-    ]  # fmt: skip
-    head = ["drive", "test", "target", "sustained (total)", "holds at", "breaks at"]
-    parts = ["<h3>Rate search</h3>", _table([*head, "steps", "how it ended"], rows)]
-    for d in found:
-        steps = [
-            [str(i), f"{s.get('rate')}/s", f"{s.get('rate_per_host', '-')}/s", fmt_ms(
-                None if s.get("p99_ms") is None else s["p99_ms"] / 1e3),
-             ("holds" if s.get("holds") else "breaks")
-             + (f" ({s['runs']} runs)" if s.get("runs", 1) > 1 else ""), str(s.get("why"))]
-            for i, s in enumerate(d.get("steps") or [], start=1)
-        ]  # fmt: skip
-        line = f"{d.get('drive')} {d.get('test')}: {d.get('text')}"
-        parts.append(f"<p class=note>{html.escape(line)}</p>")
-        parts.append(
-            _table(["step", "total rate", "per host", "p99 ms", "verdict", "why"], steps, 1)
-        )
-    return parts
 
 
 def _init_cell(init: dict, at_once) -> str:
@@ -168,7 +88,8 @@ def _database_table(view: ScenarioView) -> str:
     if not rows:
         return ""
     head = ["drive", "test", "WAL", "DB memory", "datasets", "init s (max)", "caps lifted"]
-    return _table([*head, "PostgreSQL", "cache (buffer hits, reads reaching the drive)"], rows, 3)
+    cache = "cache (buffer hits, reads reaching the drive)"
+    return sections.table([*head, "PostgreSQL", cache], rows, 3)
 
 
 #: the environment table's rows, by group: label, the flattened keys shown in it (joined
@@ -252,10 +173,11 @@ def _environment_table(view: ScenarioView) -> str:
         rows.append([label, *values, *differs])
     head = ["setting", *merged, *(["across drives"] if len(merged) > 1 else [])]
     if len(merged) < 2:
-        return _table(head, rows, 99)
+        return sections.table(head, rows, 99)
     differ = [r for r in rows if r[-1] == "differs"]  # first; all folded below (no script)
-    shown = _table(head, differ, 99) if differ else "<p>No setting differs between the drives.</p>"
-    every = f"<summary>every setting ({len(rows)})</summary>{_table(head, rows, 99)}"
+    none = "<p>No setting differs between the drives.</p>"
+    shown = sections.table(head, differ, 99) if differ else none
+    every = f"<summary>every setting ({len(rows)})</summary>{sections.table(head, rows, 99)}"
     return f"{shown}<details>{every}</details>"
 
 
@@ -294,7 +216,7 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
     ]
     for view in views:
         parts += _summary_section(view)
-        parts += _search_section(view)
+        parts += sections.search_section(view)
         database = _database_table(view)
         if database:
             parts.append("<h3>Database</h3>")
@@ -305,7 +227,8 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
             if svg
         ]
         parts += _runs_section(view)
-        parts += _latency_section(view)
+        parts += sections.latency_section(view)
+        parts += sections.sweep_section(view)
         parts += _series_section(view)
         lat = charts.plot_latency(view)
         if lat:
@@ -317,9 +240,8 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
             parts += [f"<figure>{svg}</figure>" for _, svg in tele]
         if view.pretests:
             parts.append("<h3>Raw drive pre-tests (fio direct I/O, pg_test_fsync)</h3>")
-            parts.append(
-                _table(list(tables.PRETEST_COLUMNS), [list(r) for r in findings(view).pretests])
-            )
+            pre = [list(r) for r in findings(view).pretests]
+            parts.append(sections.table(list(tables.PRETEST_COLUMNS), pre))
             sweep = devicecharts.plot_sweep(view)
             if sweep:
                 parts.append(f"<figure>{sweep}</figure>")
@@ -357,7 +279,7 @@ def _table_sections(said) -> list[str]:
     out = []
     for title, head, field, num in tables.TABLES:
         if rows := getattr(said, field):
-            out += [f"<h3>{title}</h3>", _table(list(head), [list(r) for r in rows], num)]
+            out += [f"<h3>{title}</h3>", sections.table(list(head), [list(r) for r in rows], num)]
     return out
 
 
@@ -382,7 +304,7 @@ def _summary_section(view: ScenarioView) -> list[str]:
         for cv in view.cells
     ]
     head = ["drive", "test", "tps ± CI", f"x {view.baseline}", "pgbench sum", "p95 ms"]
-    parts.append(_table([*head, "clients", "runs"], rows))
+    parts.append(sections.table([*head, "clients", "runs"], rows))
     if said.test_legend:
         parts.append(f"<p class=words>test: {html.escape(said.test_legend)}</p>")
     parts += [f"<p class=legend>[{m}] {html.escape(meaning)}</p>" for m, meaning in said.legend]
@@ -472,7 +394,7 @@ def _facts_section(view: ScenarioView) -> list[str]:
         return []
     return [
         "<h3>Environment and device facts</h3>",
-        _table(["scope", "host", "key", "value"], [list(r) for r in env], 99),
+        sections.table(["scope", "host", "key", "value"], [list(r) for r in env], 99),
     ]
 
 

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 
-from collector.report import ScenarioView, fmt_ms, fmt_ratio
+from collector.report import ScenarioView, fmt_ms, fmt_ratio, sweep
 from collector.report import latency as load_steps
 from collector.report.findings import (
     Findings,
@@ -139,6 +139,24 @@ def print_latency(view: ScenarioView, console: Console) -> None:
         console.print(f"  [bold red]lag[/bold red] {escape(line)}", highlight=False)
 
 
+def print_sweeps(view: ScenarioView, console: Console) -> None:
+    """Each client sweep's curve as a table (a row per connection count, the tps gain
+    per doubling from the count before, the knee marked) and the knee rule's verdict."""
+    for curve in sweep.curves(view):
+        t = Table(title=f"{curve.drive} {curve.test}: tps against connections",
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  title_justify="left")  # fmt: skip
+        for name in ("connections", "-c x hosts", "-j", "tps", "p50 ms", "p95 ms", "p99 ms"):
+            t.add_column(name, justify="right", no_wrap=True)
+        t.add_column("gain/doubling", justify="right", no_wrap=True)
+        t.add_column("", no_wrap=True)
+        for p, row in zip(curve.points, sweep.rows(curve), strict=True):
+            marks = f"[{p.marks}]" if p.marks else ""
+            t.add_row(*row[1:-1], escape(" ".join(w for w in (row[-1], marks) if w)))
+        console.print(t)
+        console.print(Padding(escape(sweep.knee_line(curve)), (0, 0, 0, 2)), highlight=False)
+
+
 def publish(
     views: list[ScenarioView], console: Console | None = None, *, verbose: bool = False
 ) -> None:
@@ -153,6 +171,7 @@ def publish(
         for mark, meaning in said.legend:
             console.print(f"  [bold]\\[{mark}][/bold] {escape(meaning)}", highlight=False)
         print_latency(view, console)
+        print_sweeps(view, console)
         pre = pretest_table(view)
         if pre is not None:
             console.print(pre)

@@ -91,13 +91,15 @@ def _request(name: str, rset: RaidSet | None, fs: Filesystem) -> list[dict[str, 
     ]
 
 
-def _pgbench(w: Workload) -> PgbenchOptions:
+def _pgbench(w: Workload, clients: int, threads: int) -> PgbenchOptions:
     return PgbenchOptions(
-        clients_per_host=w.clients_per_host,
-        threads=w.threads,
+        clients_per_host=clients,
+        threads=threads,
+        clients_swept=len(w.clients_per_host) > 1,
         duration=w.duration or 0,
         transactions=w.transactions or 0,
         mode=w.mode,
+        protocol=w.protocol,
         script=w.script,
         rate=w.rate[0],
         log=w.log,
@@ -118,12 +120,13 @@ def search_spec(w: Workload, hosts: int) -> SearchSpec | None:
 
 def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
     """The matrix in run order: drive (drives, then RAID sets, as listed), filesystem,
-    placement, scale, hosts, write cache, PostgreSQL set, rate; so each filesystem is made
+    placement, scale, hosts, clients per host, write cache, PostgreSQL set, rate; so each
+    filesystem is made
     once for all the cells on it, each database initialised once for the write cache
     variants, the settings, which need only a reload or a restart, change late, and the
     rate, which changes only pgbench's ``-R``, last."""
     clients = client_hosts(inventory)
-    pgbench = _pgbench(s.workload)
+    loads = [_pgbench(s.workload, c, j) for c, j in s.workload.pairs()]
     if isinstance(s.repetitions, AdaptiveRepetitions):
         a = s.repetitions.adaptive
         adaptive: AdaptivePolicy | None = AdaptivePolicy(a.target_ci_pct, a.min, a.max)
@@ -140,7 +143,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
             first = True
             for placement in s.placement:
                 for scale in s.workload.scale:
-                    for count in s.hosts:
+                    for count, pgbench in ((n, p) for n in s.hosts for p in loads):
                         for wc in s.write_cache:
                             for set_name, pg_settings, rate in (
                                 (n, st, r) for n, st in variants for r in s.workload.rate

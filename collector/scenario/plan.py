@@ -148,7 +148,8 @@ def plan_text(
     bound = "at most " if isinstance(s.repetitions, AdaptiveRepetitions) or searched else "about "
     lines = [
         f"scenario {s.name}{size}: {len(cells)} cells x {reps}",
-        f"pgbench -c {w.clients_per_host} -j {w.threads} {length} ({w.mode}) per client host"
+        f"pgbench {' | '.join(f'-c {c} -j {j}' for c, j in w.pairs())} {length} ({w.mode})"
+        + " per client host"
         + (f", baseline {s.baseline}" if s.baseline else "")
         + f", {s.retries} retr{'y' if s.retries == 1 else 'ies'}",
     ]

@@ -62,6 +62,14 @@ def _scalar_to_list(value: Any) -> Any:
     return value
 
 
+def _axis(low: int, high: int, *, unique: bool = True) -> Any:
+    """A list of integers in [low, high], 1 to 32 of them, a scalar taken as a list of
+    one: an axis of the matrix (each value a cell), unique unless said otherwise."""
+    checks = [BeforeValidator(_scalar_to_list), Field(min_length=1, max_length=32)]
+    checks += [AfterValidator(_unique())] if unique else []
+    return Annotated[(list[Annotated[int, Field(ge=low, le=high)]], *checks)]
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -131,25 +139,19 @@ class RateTarget(Strict):
 
 
 class Workload(Strict):
-    scale: Annotated[
-        list[Annotated[int, Field(ge=1, le=100_000)]],
-        BeforeValidator(_scalar_to_list),
-        AfterValidator(_unique()),
-        Field(min_length=1, max_length=32),
-    ]
-    clients_per_host: int = Field(4, ge=1, le=1000)
-    threads: int = Field(2, ge=1, le=1000)
+    scale: _axis(1, 100_000)
+    #: pgbench -c of each client host; a list is an axis (a client sweep: one cell per
+    #: count, the report's curve of tps against connections)
+    clients_per_host: _axis(1, 1000) = Field(default_factory=lambda: [4])
+    #: pgbench -j: one value for every count, or one per count of clients_per_host
+    threads: _axis(1, 1000, unique=False) = Field(default_factory=lambda: [2])
     duration: int | None = Field(None, gt=0, le=7 * 86400)
     transactions: int | None = Field(None, gt=0, le=1_000_000_000)
     mode: Literal[MODES] = "tpcb"  # type: ignore[valid-type]
+    protocol: Literal["simple", "extended", "prepared"] = "simple"  # pgbench -M
     script: str | None = None
     #: pgbench -R (transactions/s), 0: unthrottled; a list is an axis (one cell per value)
-    rate: Annotated[
-        list[Annotated[int, Field(ge=0, le=10_000_000)]],
-        BeforeValidator(_scalar_to_list),
-        AfterValidator(_unique()),
-        Field(min_length=1, max_length=32),
-    ] = Field(default_factory=lambda: [0])
+    rate: _axis(0, 10_000_000) = Field(default_factory=lambda: [0])
     #: host: each rate is every client host's -R (pgbench's own meaning); total: the
     #: rate of all the cell's client hosts together, split evenly over them
     rate_per: Literal["host", "total"] = "host"
@@ -194,6 +196,34 @@ class Workload(Strict):
         if self.mode != "custom" and self.script:
             raise ValueError(f"script is only for mode: custom (mode is {self.mode})")
         return self
+
+    @model_validator(mode="after")
+    def _threads_per_count(self) -> Workload:
+        """-j pairs with -c: one value for all counts or one per count, and never more
+        threads than connections (pgbench refuses -j above -c)."""
+        counts, threads = self.clients_per_host, self.threads
+        if len(threads) not in (1, len(counts)):
+            raise PathError(
+                "threads",
+                f"{len(threads)} values for {len(counts)} counts of clients_per_host:"
+                " give one, or one per count",
+            )
+        for i, (c, j) in enumerate(self.pairs()):
+            if j > c:
+                where = "threads" if len(threads) == 1 else f"threads[{i}]"
+                raise PathError(
+                    where,
+                    f"-j {j} with -c {c}: pgbench runs at most one thread per connection"
+                    + (" (give threads per count: a list as long as clients_per_host)"
+                       if len(threads) == 1 and len(counts) > 1 else ""),
+                )  # fmt: skip
+        return self
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """(-c, -j) of each count of clients_per_host, in its order."""
+        counts, threads = self.clients_per_host, self.threads
+        return list(zip(counts, threads * len(counts) if len(threads) == 1 else threads,
+                        strict=True))  # fmt: skip
 
     @model_validator(mode="after")
     def _searchable(self) -> Workload:
@@ -384,12 +414,7 @@ class Scenario(Strict):
         Field(min_length=1),
     ] = Field(default_factory=lambda: ["leave"])
     workload: Workload
-    hosts: Annotated[
-        list[Annotated[int, Field(ge=1, le=1000)]],
-        BeforeValidator(_scalar_to_list),
-        AfterValidator(_unique()),
-        Field(min_length=1, max_length=32),
-    ] = Field(default_factory=lambda: [1])
+    hosts: _axis(1, 1000) = Field(default_factory=lambda: [1])
     repetitions: Repetitions = 3
     #: a partial or failed repetition is run again up to this many times in the same run
     retries: int = Field(1, ge=0, le=10)

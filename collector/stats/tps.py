@@ -337,6 +337,8 @@ class CellStats:
     latency_avg_s: Summary | None
     clients: int
     cell_id: int | None = None
+    latency_p50_s: Summary | None = None
+    latency_p99_s: Summary | None = None
 
     @property
     def tps_values(self) -> list[float]:
@@ -357,4 +359,6 @@ def cell_stats(spec: CellSpec, runs: Sequence[RunStats], cell_id: int | None = N
         latency_avg_s=summarize(r.latency_avg_s for r in done if r.latency_avg_s is not None),
         clients=max((r.clients for r in runs), default=spec.clients),
         cell_id=cell_id,
+        latency_p50_s=summarize(r.latency_p50_s for r in done if r.latency_p50_s is not None),
+        latency_p99_s=summarize(r.latency_p99_s for r in done if r.latency_p99_s is not None),
     )

@@ -45,6 +45,9 @@ def test_the_argv_is_the_one_a_lab_run_recorded():
         ({"log": "sampled"}, ["--log", "--sampling-rate=0.01"], []),
         ({"log": "aggregate", "aggregate_interval": 5}, ["--aggregate-interval=5"], []),
         ({"log": "none"}, [], ["--log"]),
+        ({"protocol": "prepared"}, ["-M", "prepared"], []),
+        ({"protocol": "extended", "mode": "select-only"}, ["-S", "-M", "extended"], []),
+        ({"protocol": "simple"}, [], ["-M"]),
     ],
 )
 def test_each_setting_is_its_pgbench_option(change, has, lacks):

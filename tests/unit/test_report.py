@@ -190,6 +190,7 @@ def test_csv_and_json_export(results_db, tmp_path, capsys):
         "latency_histogram.csv",
         "latency_steps.csv",
         "latency_series.csv",
+        "client_sweeps.csv",
         "telemetry.csv",
         "pretests.csv",
         "facts.csv",

@@ -107,7 +107,7 @@ def test_seed_scenarios_match_the_seed() -> None:
         assert s.drives == ["nvme", "ssd", "hdd10k", "hdd7200"]
         assert s.baseline == "hdd7200"
         assert (s.workload.scale, s.hosts, s.repetitions) == ([scale], [hosts], 10)
-        assert (s.workload.clients_per_host, s.workload.duration) == (10, 500)
+        assert (s.workload.clients_per_host, s.workload.duration) == ([10], 500)
 
 
 def test_demo_lab_size_takes_about_eight_minutes() -> None:
@@ -403,7 +403,7 @@ def test_size_merges_mappings_and_replaces_lists(tmp_path: Path) -> None:
     full, lab = sc.load(path), sc.load(path, "lab")
     assert (full.workload.scale, full.workload.duration, full.repetitions) == ([100, 200], 500, 2)
     assert (lab.workload.scale, lab.workload.duration, lab.repetitions) == ([5], 15, 3)
-    assert lab.workload.clients_per_host == 10  # kept from the document
+    assert lab.workload.clients_per_host == [10]  # kept from the document
 
 
 def test_a_size_says_its_own_description_or_is_said_to_be_one(tmp_path: Path) -> None:
@@ -1346,3 +1346,18 @@ def test_a_verdict_missing_from_the_answer_is_not_taken_as_a_yes() -> None:
     s = sc.parse(with_(postgresql={"settings": {"fsync": "off"}}), "x.yml")
     with pytest.raises(DrivelabError, match=r"postgresql\.settings\.fsync: .* gave no verdict"):
         pgsettings.check(s, {"host": "dbhost", "version": "15", "verdicts": []})
+
+
+def test_the_query_protocol_is_pgbench_m_and_names_the_cell(tmp_path: Path) -> None:
+    doc = with_(workload={"scale": [5], "duration": 15, "protocol": "prepared"})
+    cell = sc.expand(sc.load(write(tmp_path, doc)), INVENTORY)[0].cell
+    assert cell.pgbench.extra_vars()["pgbench_run_protocol"] == "prepared"
+    assert cell.cell_id == "nvme-ext4-tablespace-s5-h2-tpcb-Mprepared"
+    assert cell.spec.test == "tpcb ext4 tablespace s5 2cl c4 j2 T15 Mprepared"
+    plain = sc.expand(sc.load(write(tmp_path, with_())), INVENTORY)[0].cell
+    assert "protocol" not in plain.spec.params and plain.cell_id.endswith("-tpcb")
+    bad = with_(workload={"scale": [5], "duration": 15, "protocol": "binary"})
+    with pytest.raises(
+        DrivelabError, match=r"workload\.protocol: .*'simple', 'extended' or 'prepared'"
+    ):
+        sc.load(write(tmp_path, bad))

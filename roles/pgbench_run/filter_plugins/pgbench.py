@@ -40,9 +40,9 @@ def conninfo(database: str, peer_timeout: int) -> str:
 
 def drivelab_pgbench_argv(run: dict) -> list[str]:
     """pgbench's argv from ``run``: host, port, database, clients, threads, duration
-    (seconds, 0: ``transactions`` each), mode, script, rate (per host, 0: unthrottled),
-    latency_limit (ms, 0: none), progress (seconds, 0: none), log, sampling_rate,
-    aggregate_interval, peer_timeout."""
+    (seconds, 0: ``transactions`` each), mode, script, protocol (-M, simple: none), rate
+    (per host, 0: unthrottled), latency_limit (ms, 0: none), progress (seconds, 0:
+    none), log, sampling_rate, aggregate_interval, peer_timeout."""
     words = {k: run.get(k) for k in ("script", "sampling_rate", "aggregate_interval")}
     argv = ["pgbench", "-h", str(run["host"]), "-p", str(run["port"]), "-U", run["database"]]
     argv += ["-c", str(run["clients"]), "-j", str(run["threads"]), "-n"]
@@ -51,6 +51,8 @@ def drivelab_pgbench_argv(run: dict) -> list[str]:
     else:
         argv += ["-t", str(run["transactions"])]
     argv += [word.format(**words) for word in MODES[run["mode"]]]
+    if run.get("protocol", "simple") != "simple":
+        argv += ["-M", str(run["protocol"])]  # the role's argument spec allows its words
     if int(run["rate"]) > 0:
         argv += ["-R", str(run["rate"])]
     if int(run["latency_limit"]) > 0:
