@@ -145,6 +145,8 @@ class Cell:
     #: database stage gives the cluster (the scenario's, a set's over them)
     pg_settings_name: str | None = None
     pg_settings: Mapping[str, str] = field(default_factory=dict)
+    #: the filesystem variant's name (``filesystems[].name``), None: named by its type
+    filesystem_name: str | None = None
 
     @property
     def spec(self) -> CellSpec:
@@ -163,6 +165,7 @@ class Cell:
             pg_settings_name=self.pg_settings_name,
             pg_settings=dict(self.pg_settings),
             clients_swept=self.pgbench.clients_swept,
+            filesystem_name=self.filesystem_name,
         )
 
     @property

@@ -62,7 +62,7 @@ CLIENT_FILES = {
 CELL_FIELDS = (
     "drive", "workload", "filesystem", "placement", "scale", "clients",
     "write_cache", "mkfs_options", "mount_options", "pg_settings_name", "pg_settings",
-    "clients_swept",
+    "clients_swept", "filesystem_name",
 )  # fmt: skip
 
 
@@ -346,6 +346,7 @@ def _cell_spec(c: Checker, cell: Mapping[str, Any], hosts: int) -> CellSpec:
         pg_settings_name=c.get(cell, "pg_settings_name", (str,), "cell.", required=False),
         pg_settings=dict(pg),
         clients_swept=c.get(cell, "clients_swept", (bool,), "cell.", required=False, default=False),
+        filesystem_name=c.get(cell, "filesystem_name", (str,), "cell.", required=False),
     )
 
 

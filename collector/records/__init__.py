@@ -162,13 +162,21 @@ class CellSpec:
     #: one count of a client sweep: its folder is named by its -c and -j too (its test
     #: always is); False keeps the names of cells made before sweeps
     clients_swept: bool = False
+    #: a filesystem variant's name (``xfs-su128``), which names the cell in place of
+    #: its type; None: the type names it
+    filesystem_name: str | None = None
+
+    @property
+    def fs_label(self) -> str | None:
+        """What names the cell's filesystem: the variant's name, else its type."""
+        return self.filesystem_name or self.filesystem
 
     @property
     def cell_id(self) -> str:
         """``nvme-ext4-tablespace-s20-h2-tpcb``, ``-r<rate>`` with a rate (pgbench -R per
         client host), ``-wcon``/``-wcoff`` when the write cache is set, ``-pg<set>`` for a
         set of PostgreSQL settings: the run folder's name."""
-        parts = [self.drive, self.filesystem, self.placement, f"s{self.scale}"]
+        parts = [self.drive, self.fs_label, self.placement, f"s{self.scale}"]
         parts += [f"h{self.clients or 'all'}", self.workload]
         base = "-".join(str(p) for p in parts)
         if self.params.get("rate"):
@@ -185,8 +193,8 @@ class CellSpec:
     def test(self) -> str:
         """The cell without the drive: what is compared across drives."""
         parts = [self.workload]
-        if self.filesystem:
-            parts.append(self.filesystem)
+        if self.fs_label:
+            parts.append(self.fs_label)
         if self.placement:
             parts.append(self.placement)
         if self.scale is not None:
@@ -214,20 +222,24 @@ class CellSpec:
 
     def to_json(self) -> dict[str, Any]:
         """The cell as ``run.json`` carries it (:meth:`from_json` reads it back)."""
-        return {
-            "drive": self.drive,
-            "workload": self.workload,
-            "filesystem": self.filesystem,
-            "placement": self.placement,
-            "scale": self.scale,
-            "clients": self.clients,
-            "params": dict(self.params),
-            "write_cache": self.write_cache,
-            "mkfs_options": list(self.mkfs_options),
-            "mount_options": self.mount_options,
-            "pg_settings_name": self.pg_settings_name,
-            "pg_settings": dict(self.pg_settings),
-        } | ({"clients_swept": True} if self.clients_swept else {})
+        return (
+            {
+                "drive": self.drive,
+                "workload": self.workload,
+                "filesystem": self.filesystem,
+                "placement": self.placement,
+                "scale": self.scale,
+                "clients": self.clients,
+                "params": dict(self.params),
+                "write_cache": self.write_cache,
+                "mkfs_options": list(self.mkfs_options),
+                "mount_options": self.mount_options,
+                "pg_settings_name": self.pg_settings_name,
+                "pg_settings": dict(self.pg_settings),
+            }
+            | ({"clients_swept": True} if self.clients_swept else {})
+            | ({"filesystem_name": self.filesystem_name} if self.filesystem_name else {})
+        )
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
                                     scenario=s.name,
                                     drive=name,
                                     filesystem=fs.fs,
+                                    filesystem_name=fs.name,
                                     placement=placement,
                                     scale=scale,
                                     hosts=tuple(clients[:count]),

@@ -24,6 +24,8 @@ from collector.scenario.wording import _show
 #: (roles/preflight/defaults/main.yml preflight_name_pattern)
 DRIVE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 #: scenario and size names; the scenario name is also its results folder
+#: a filesystem variant's name (``filesystems[].name``): a word of a cell's names
+VARIANT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 SCENARIO_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 #: one mkfs or pgbench -i argument: no spaces, quotes or shell metacharacters
 ARGUMENT = re.compile(r"[A-Za-z0-9_=,.:/+^-]{1,200}")
@@ -51,6 +53,7 @@ DriveName = Annotated[str, AfterValidator(_matching(DRIVE_NAME, "drive name"))]
 ScenarioName = Annotated[str, AfterValidator(_matching(SCENARIO_NAME, "name"))]
 Argument = Annotated[str, AfterValidator(_matching(ARGUMENT, "argument"))]
 MountOptions = Annotated[str, AfterValidator(_matching(MOUNT_OPTIONS, "mount option string"))]
+VariantName = Annotated[str, AfterValidator(_matching(VARIANT_NAME, "filesystem variant name"))]
 
 
 def _host_module(role: str, name: str) -> Any:

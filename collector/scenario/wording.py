@@ -135,7 +135,8 @@ def _first_error(exc: ValidationError, prefix: str = "", *, root: type[BaseModel
     message = _message(err, root)
     below = (err.get("ctx") or {}).get("error")
     if isinstance(below, PathError):  # a check names the key below its value at fault
-        where = f"{where}.{below.path}" if where else below.path
+        joint = "" if below.path.startswith("[") else "."  # an item: filesystems[1]
+        where = f"{where}{joint}{below.path}" if where else below.path
     if not where and re.match(r"[a-z_]+(\[\d+\])?(\.[a-z_]+(\[\d+\])?)*: ", message):
         # a model-level check names its own path ("raid[0].name: ...")
         where, message = message.split(": ", 1)

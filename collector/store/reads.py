@@ -64,7 +64,7 @@ class Reads:
             spec = CellSpec(
                 r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]), write_cache=r[8],
                 mkfs_options=tuple(fs.get("mkfs_options") or ()),
-                mount_options=fs.get("mount_options"),
+                mount_options=fs.get("mount_options"), filesystem_name=fs.get("name"),
                 pg_settings_name=r[10], pg_settings=json.loads(r[11]),
             )  # fmt: skip
             out.append((r[0], spec))

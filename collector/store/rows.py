@@ -51,6 +51,8 @@ def _filesystem_options(cell: CellSpec) -> dict[str, Any]:
         out["mkfs_options"] = list(cell.mkfs_options)
     if cell.mount_options is not None:
         out["mount_options"] = cell.mount_options
+    if cell.filesystem_name:
+        out["name"] = cell.filesystem_name
     return out
 
 

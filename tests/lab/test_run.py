@@ -656,70 +656,92 @@ def test_a_rate_sweep_stores_each_step_with_its_p99_and_reports_them_by_rate(lab
     assert "given total" in text
 
 
-CLIENT_SWEEP = """\
+AXES = """\
     ---
-    name: client-sweep-test
+    name: axes-test
     drives: [nvme]
+    filesystems:
+      - {fs: xfs, name: xfs-su128, mkfs_options: [-d, "sunit=128,swidth=4096", -l, size=128m], mount_options: "noatime,logbufs=8"}
+      - {fs: xfs}
     placement: [tablespace]
     workload: {scale: [2], clients_per_host: [4, 1, 2], threads: 1, duration: 5, protocol: prepared}
     hosts: [2]
     repetitions: 1
     retries: 0
 """
+#: the variants' names, in the file's order
+VARIANTS = ("xfs-su128", "xfs")
 
 
-def test_a_client_sweep_stores_a_cell_per_count_and_reports_the_curve_with_its_knee(lab2, tmp_path):
-    """Three counts of -c (given out of order) on nvme from two client hosts, with the
-    prepared query protocol: three cells, each run with its -c and -M prepared; the
-    report's curve lists them by connections (2, 4, 8) with the tps gain per doubling,
-    and its knee is what the knee rule makes of the curve."""
-    scenario = tmp_path / "client-sweep-test.yml"
-    scenario.write_text(textwrap.dedent(CLIENT_SWEEP))
+def test_variants_and_a_client_sweep_are_stored_apart_and_reported_with_the_knee(lab2, tmp_path):
+    """Two XFS variants on nvme (seed 004's stripe unit and width, 128 MiB log and
+    logbufs=8, and a plain one), each with three counts of -c (given out of order) from two
+    client hosts, -M prepared: six cells, each run with its -c and -M prepared on its own
+    variant (the drive made again between them, its device facts carrying its options);
+    the report tells the variants apart, and each one's curve lists its counts by
+    connections (2, 4, 8) with the knee the knee rule makes of the curve."""
+    scenario = tmp_path / "axes-test.yml"
+    scenario.write_text(textwrap.dedent(AXES))
     env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"))
     proc = drivelab_run(scenario, env)
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out[-3000:]
-    runs = tmp_path / "results" / "runs" / "client-sweep-test"
-    assert sorted(p.name for p in runs.iterdir()) == [
-        f"nvme-ext4-tablespace-s2-h2-tpcb-Mprepared-c{c}j1" for c in (1, 2, 4)
-    ]
+    runs = tmp_path / "results" / "runs" / "axes-test"
+    assert sorted(p.name for p in runs.iterdir()) == sorted(
+        f"nvme-{fs}-tablespace-s2-h2-tpcb-Mprepared-c{c}j1" for fs in VARIANTS for c in (1, 2, 4)
+    )
     con = sqlite3.connect(tmp_path / "results" / "drivelab.db")
     try:
         ran = con.execute(
-            """SELECT c.key, r.status, k.value_json FROM cells c JOIN runs r ON r.cell_id = c.id
-               JOIN facts k ON k.run_id = r.id AND k.key = 'commands' ORDER BY r.id"""
+            """SELECT c.key, r.status, k.value_json, d.value_json FROM cells c
+               JOIN runs r ON r.cell_id = c.id
+               JOIN facts k ON k.run_id = r.id AND k.key = 'commands'
+               JOIN facts d ON d.run_id = r.id AND d.scope = 'device' AND d.key = 'nvme'
+               ORDER BY r.id"""
         ).fetchall()
     finally:
         con.close()
-    assert [key for key, *_ in ran] == [f"nvme tpcb ext4 tablespace s2 2cl c{c} j1 T5 Mprepared"
-                                        for c in (4, 1, 2)]  # fmt: skip
-    for key, status, commands in ran:
+    assert [key for key, *_ in ran] == [
+        f"nvme tpcb {fs} tablespace s2 2cl c{c} j1 T5 Mprepared"
+        for fs in VARIANTS
+        for c in (4, 1, 2)
+    ]
+    for key, status, commands, device in ran:
         assert status == "complete", key
         for argv in json.loads(commands).values():
             assert argv[argv.index("-c") + 1] == key.split()[6][1:], (key, argv)
             assert argv[argv.index("-M") + 1] == "prepared", argv
+        made = json.loads(device)
+        striped = key.split()[2] == "xfs-su128"
+        assert (
+            made.get("mkfs_options") == ["-d", "sunit=128,swidth=4096", "-l", "size=128m"]
+        ) is striped, (key, made)
+        assert ("logbufs=8" in (made.get("mount_options") or "")) is striped, (key, made)
     report = subprocess.run(
-        [str(BIN / "drivelab"), "report", "client-sweep-test", "--json", "-"],
+        [str(BIN / "drivelab"), "report", "axes-test", "--json", "-"],
         cwd=REPO, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert report.returncode == 0, report.stderr
-    curve = json.loads(report.stdout)["client_sweeps"]
-    assert [r["connections"] for r in curve] == [2, 4, 8], curve
-    points = [Point(r["connections"], r["tps"], r["latency_p99_s"]) for r in curve]
-    found = knee(points)
-    assert [r["knee"] for r in curve] == [p == found for p in points], curve
+    doc = json.loads(report.stdout)
+    assert {c["test"].split()[1] for c in doc["cells"]} == set(VARIANTS)
     words = subprocess.run(
-        [str(BIN / "drivelab"), "report", "client-sweep-test"],
+        [str(BIN / "drivelab"), "report", "axes-test"],
         cwd=REPO, env=dict(env, COLUMNS="100"), capture_output=True, text=True, check=False,
     ).stdout  # fmt: skip
     lines = [line.rstrip() for line in words.splitlines()]
-    at = lines.index("nvme tpcb ext4 tablespace s2 2cl T5 Mprepared: tps against connections")
-    table = [line.split() for line in lines[at + 3 : at + 6]]
-    assert [r[0] for r in table] == ["2", "4", "8"], words
     said = " ".join(words.split())
-    expected = "no knee" if found is None else f"knee at {found.connections} connections"
-    assert f"nvme (tpcb ext4 tablespace s2 2cl T5 Mprepared): {expected}" in said, words
-    print(f"client sweep: {[(p.connections, round(p.tps), p.p99_s) for p in points]}, knee {found}")
+    for fs in VARIANTS:
+        test = f"tpcb {fs} tablespace s2 2cl T5 Mprepared"
+        curve = [r for r in doc["client_sweeps"] if r["test"] == test]
+        assert [r["connections"] for r in curve] == [2, 4, 8], doc["client_sweeps"]
+        points = [Point(r["connections"], r["tps"], r["latency_p99_s"]) for r in curve]
+        found = knee(points)
+        assert [r["knee"] for r in curve] == [p == found for p in points], curve
+        at = lines.index(f"nvme {test}: tps against connections")
+        assert [line.split()[0] for line in lines[at + 3 : at + 6]] == ["2", "4", "8"], words
+        expected = "no knee" if found is None else f"knee at {found.connections} connections"
+        assert f"nvme ({test}): {expected}" in said, words
+        print(f"{fs}: {[(p.connections, round(p.tps), p.p99_s) for p in points]}, knee {found}")
 
 
 def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path, monkeypatch):

@@ -267,3 +267,44 @@ def test_a_cell_stored_with_other_settings_is_refused_before_anything_runs(tmp_p
         " wal_sync_method=fdatasync): give the new ones a set of their own, or use another"
         " scenario name or --db"
     )
+
+
+VARIANTS = """\
+name: xfs-variants
+drives: [ssd]
+filesystems:
+  - {fs: xfs, name: xfs-su128, mkfs_options: [-d, "sunit=128,swidth=4096"], mount_options: "noatime,logbufs=8"}
+  - {fs: xfs}
+workload: {scale: 20, clients_per_host: [2, 4], threads: 2, duration: 15, protocol: prepared}
+hosts: 2
+repetitions: 1
+"""
+
+
+def test_variants_counts_and_protocol_go_from_the_scenario_to_the_report(tmp_path):
+    """Two XFS variants x two client counts with -M prepared: four cells, each through
+    run.json, gather and the store with its variant's name, its counts and -M in its
+    names; the report tells the variants apart."""
+    path = tmp_path / "xfs-variants.yml"
+    path.write_text(VARIANTS, encoding="utf-8")
+    cells = sc.expand(sc.load(path), INVENTORY)
+    assert [c.cell_id for c in cells] == [
+        f"ssd-{fs}-tablespace-s20-h2-tpcb-Mprepared-c{c}j2"
+        for fs in ("xfs-su128", "xfs") for c in (2, 4)
+    ]  # fmt: skip
+    with Store.open(tmp_path / "d.db") as store:
+        for planned in cells:
+            run_dir = make_run(tmp_path / planned.cell_id, two(), rep=0)
+            run_meta(planned.cell, 0, ["client1", "client2"], "dbhost").write(run_dir)
+            assert RunMeta.read(run_dir).cell == planned.cell.spec  # run.json, read back
+            record_run_dir(store, run_dir)
+        sid = store.scenario("xfs-variants").id
+        stored = [spec for _, spec in store.cells(sid)]
+        view = load(store, "xfs-variants")
+    assert [(s.key, s.filesystem, s.filesystem_name) for s in stored] == [
+        (c.cell.spec.key, "xfs", c.cell.filesystem_name) for c in cells
+    ]
+    assert {cv.test for cv in view.cells} == {
+        f"tpcb {fs} tablespace s20 2cl c{c} j2 T15 Mprepared"
+        for fs in ("xfs-su128", "xfs") for c in (2, 4)
+    }  # fmt: skip

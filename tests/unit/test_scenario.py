@@ -250,7 +250,22 @@ BAD: list[tuple[str, Any, str]] = [
     (
         "filesystem twice",
         with_(filesystems=[{"fs": "ext4"}, {"fs": "ext4", "mount_options": "relatime"}]),
-        "filesystems: ext4 listed twice (one entry per filesystem type: cells are named by it; compare mount options in two scenarios)",
+        "filesystems[1]: ext4 names two entries: give each entry of one fs a name (filesystems[].name) to measure them side by side",
+    ),
+    (
+        "a variant named twice",
+        with_(filesystems=[{"fs": "xfs", "name": "v"}, {"fs": "ext4", "name": "v"}]),
+        "filesystems[1]: v names two entries: give each entry of one fs a name (filesystems[].name) to measure them side by side",
+    ),
+    (
+        "a variant named as another type",
+        with_(filesystems=[{"fs": "xfs", "name": "ext4"}]),
+        "filesystems[0].name: 'ext4' is another filesystem's type",
+    ),
+    (
+        "a variant name with a space",
+        with_(filesystems=[{"fs": "xfs", "name": "xfs su"}]),
+        "filesystems[0].name: 'xfs su' is not a valid filesystem variant name ([a-z][a-z0-9_-]{0,31})",
     ),
     (
         "mount options with a space",
@@ -1361,3 +1376,26 @@ def test_the_query_protocol_is_pgbench_m_and_names_the_cell(tmp_path: Path) -> N
         DrivelabError, match=r"workload\.protocol: .*'simple', 'extended' or 'prepared'"
     ):
         sc.load(write(tmp_path, bad))
+
+
+def test_two_variants_of_one_filesystem_are_cells_of_their_own(tmp_path: Path) -> None:
+    """Seed study 004's XFS (stripe unit and width, a 128 MiB log, logbufs=8) beside a
+    plain XFS on one drive: two cells named by their variants, each asking the drive
+    stage for its own mkfs and mount options."""
+    doc = with_(drives=["ssd"], baseline=None, filesystems=[
+        {"fs": "xfs", "name": "xfs-su128", "mkfs_options": ["-d", "sunit=128,swidth=4096",
+                                                            "-l", "size=128m"],
+         "mount_options": "noatime,logbufs=8"},
+        {"fs": "xfs"},
+    ])  # fmt: skip
+    cells = sc.expand(sc.load(write(tmp_path, doc)), INVENTORY)
+    assert [c.cell_id for c in cells] == [
+        "ssd-xfs-su128-tablespace-s5-h2-tpcb", "ssd-xfs-tablespace-s5-h2-tpcb"
+    ]  # fmt: skip
+    assert [c.cell.spec.test.split()[1] for c in cells] == ["xfs-su128", "xfs"]
+    assert [(r["fs"], r["mkfs_options"], r["mount_options"]) for c in cells
+            for r in c.drive_request] == [
+        ("xfs", ["-d", "sunit=128,swidth=4096", "-l", "size=128m"], "noatime,logbufs=8"),
+        ("xfs", [], "noatime"),
+    ]  # fmt: skip
+    assert sc.drive_batch(cells) is None  # one drive made two ways: a drives stage each
