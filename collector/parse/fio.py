@@ -110,6 +110,7 @@ def _direction(d: str, block: Mapping[str, Any], where: str, source: str) -> Fio
         clat=_latency(block, "clat", where, source),
         lat=_latency(block, "lat", where, source),
         slat=_latency(block, "slat", where, source),
+        iops_stddev=float(block["iops_stddev"]) if "iops_stddev" in block else None,
     )
 
 
@@ -294,6 +295,10 @@ def fio_samples(result: FioResult, labels: Mapping[str, str] | None = None) -> l
         for d in job.directions.values():
             dl = {**jl, "direction": d.direction}
             out.append(Sample("drivelab_fio_iops", d.iops, "operations/second", dl, ts))
+            if d.iops_stddev is not None:
+                out.append(
+                    Sample("drivelab_fio_iops_stddev", d.iops_stddev, "operations/second", dl, ts)
+                )
             out.append(
                 Sample(
                     "drivelab_fio_bandwidth_bytes_per_second",

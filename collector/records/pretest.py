@@ -36,6 +36,8 @@ class FioDirection:
     clat: LatencyStats | None = None
     lat: LatencyStats | None = None
     slat: LatencyStats | None = None
+    #: fio's own spread of the per-interval IOPS samples (``iops_stddev``)
+    iops_stddev: float | None = None
 
 
 @dataclass(frozen=True)

@@ -245,6 +245,7 @@ def _page(views: list[ScenarioView], now: datetime | None) -> str:
             sweep = devicecharts.plot_sweep(view)
             if sweep:
                 parts.append(f"<figure>{sweep}</figure>")
+        parts += sections.fio_matrix_section(view)
         parts.append(_physics(view))
         parts += _environment_section(view)
         parts += _facts_section(view)

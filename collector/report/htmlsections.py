@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from collector.report import ScenarioView, charts, fmt_ms, sweep
+from collector.report import ScenarioView, charts, fiomatrix, fmt_ms, sweep
 from collector.report import latency as load_steps
 from collector.report.findings import rate_searches
 
@@ -103,4 +103,20 @@ def sweep_section(view: ScenarioView) -> list[str]:
     for curve in found:
         parts.append(f"<p class=note>{html.escape(sweep.knee_line(curve))}</p>")
         parts.append(table(list(sweep.COLUMNS), sweep.rows(curve), 1))
+    return parts
+
+
+def fio_matrix_section(view: ScenarioView) -> list[str]:
+    """A fio matrix's jobs: per drive the plots over block size and iodepth, seed study
+    004's table of throughput by block size, and every job's figures."""
+    found = fiomatrix.jobs(view)
+    if not found:
+        return []
+    parts = ["<h3>fio matrix (raw drive, each job after the other)</h3>"]
+    parts += [f"<figure>{svg}</figure>" for _, svg in fiomatrix.plots(found)]
+    head, rows = fiomatrix.by_block_size(found)
+    parts.append("<p class=note>Throughput by block size, read and write (seed study 004's"
+                 " table)</p>")  # fmt: skip
+    parts.append(table(head, rows, 1))
+    parts.append(table(list(fiomatrix.COLUMNS), fiomatrix.rows(found), 7))
     return parts

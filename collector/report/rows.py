@@ -24,6 +24,7 @@ PRETEST_COLUMNS = (
     "4k rand read IOPS qd1/qd32",
     "4k rand write IOPS qd1/qd32",
     "access ms mean/p99",
+    "8k page read qd1 / WAL 8k fdatasync IOPS",
     "fdatasync /s",
 )
 
@@ -42,6 +43,7 @@ def pretest_rows(view: ScenarioView) -> list[list[str]]:
                 f"{_num(p.rand_read_qd1)} / {_num(p.rand_read_qd32)}",
                 f"{_num(p.rand_write_qd1)} / {_num(p.rand_write_qd32)}",
                 f"{_num(p.latency_mean_s, 1e-3, '.3f')} / {_num(p.latency_p99_s, 1e-3, '.3f')}",
+                f"{_num(p.page_read_qd1)} / {_num(p.wal_writes_per_s)}",
                 _num(p.fsync_per_s, 1.0, ",.0f"),
             ]
         )

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 
-from collector.report import ScenarioView, fmt_ms, fmt_ratio, sweep
+from collector.report import ScenarioView, fiomatrix, fmt_ms, fmt_ratio, sweep
 from collector.report import latency as load_steps
 from collector.report.findings import (
     Findings,
@@ -139,6 +139,24 @@ def print_latency(view: ScenarioView, console: Console) -> None:
         console.print(f"  [bold red]lag[/bold red] {escape(line)}", highlight=False)
 
 
+def print_fio_matrix(view: ScenarioView, console: Console) -> None:
+    """A fio matrix's throughput by block size (seed study 004's table); every job's
+    figures and the plots are the HTML page's and the JSON's."""
+    found = fiomatrix.jobs(view)
+    if not found:
+        return
+    head, rows = fiomatrix.by_block_size(found)
+    t = Table(title=f"{view.info.name}: fio matrix, MB/s by block size", box=box.SIMPLE_HEAD,
+              show_edge=False, pad_edge=False, title_justify="left")  # fmt: skip
+    for i, name in enumerate(head):
+        t.add_column(name, justify="left" if i == 0 else "right")
+    for row in rows:
+        t.add_row(*row)
+    console.print(t)
+    console.print(f"  fio matrix: {len(found)} jobs (IOPS, p99 and p99.9 of each, and the plots:"
+                  " report --html)", highlight=False)  # fmt: skip
+
+
 def print_sweeps(view: ScenarioView, console: Console) -> None:
     """Each client sweep's curve as a table (a row per connection count, the tps gain
     per doubling from the count before, the knee marked) and the knee rule's verdict."""
@@ -175,6 +193,7 @@ def publish(
         pre = pretest_table(view)
         if pre is not None:
             console.print(pre)
+        print_fio_matrix(view, console)
         _lines(said, console, verbose)
 
 

@@ -281,6 +281,7 @@ def run_pretests(
     extra = {
         "drive_pretest_request": [{"name": r["name"], "drives": r["drives"]} for r in request],
         "drive_pretest_fio": bool(pretests["fio"]),
+        "drive_pretest_jobs": list(pretests.get("jobs") or ()),
         "drive_pretest_fsync": bool(pretests["pg_test_fsync"]),
         "drive_pretest_runtime": int(pretests["runtime"]),
         "drive_pretest_ramp": int(pretests["ramp"]),

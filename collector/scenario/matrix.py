@@ -133,7 +133,9 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
         reps = a.min
     else:
         adaptive, reps = None, s.repetitions
-    pretests = s.pretests.model_dump() if s.pretests.enabled() else {}
+    pretests = (
+        {**s.pretests.model_dump(), "jobs": s.pretests.fio_jobs()} if s.pretests.enabled() else {}
+    )
     variants = s.postgresql.variants()
     rows: list[tuple[Cell, list[dict[str, Any]], str, dict[str, bool]]] = []
     for name, rset in s.units():

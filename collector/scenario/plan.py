@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from collector.scenario.matrix import PlannedCell
-from collector.scenario.schema import AdaptiveRepetitions, Scenario
+from collector.scenario.schema import FIO_DEFAULT_JOBS, AdaptiveRepetitions, Scenario
 
 #: rough costs for estimate_seconds (see docs/scenarios.md)
 OVERHEAD_PER_REPETITION = 25.0  # cold start, synchronized start, fetch, gather
@@ -34,7 +34,8 @@ def pretest_seconds(pretests: dict[str, Any]) -> float:
     """Rough time of a drive's pre-tests, one write cache state (layout included)."""
     if not pretests:
         return 0.0
-    fio = 10 * (pretests["runtime"] + pretests["ramp"]) + PRETEST_SECONDS["fio"]
+    jobs = FIO_DEFAULT_JOBS + len(pretests.get("jobs") or ())
+    fio = jobs * (pretests["runtime"] + pretests["ramp"]) + PRETEST_SECONDS["fio"]
     fio = fio if pretests["fio"] else 0
     fsync = 16 * pretests["fsync_seconds"] + PRETEST_SECONDS["pg_test_fsync"]
     return fio + (fsync if pretests["pg_test_fsync"] else 0)

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from collector.scenario.fields import Strict, _axis, _unique
+from collector.scenario.fiomatrix import FioMatrix
 from collector.scenario.rules import (
     DRIVE_NAME,
     HOST_RULES,
@@ -113,10 +114,18 @@ Repetitions = Annotated[
 ]
 
 
+#: fio jobs of the default job file (roles/drive_pretest/templates/pretest.fio.j2)
+FIO_DEFAULT_JOBS = 12
+
+
 class Pretests(Strict):
-    fio: bool = False
+    #: true: the default jobs; a matrix's axes: those and the matrix's (fiomatrix.py)
+    fio: Annotated[
+        Annotated[bool, Tag("<bool>")] | Annotated[FioMatrix, Tag("<matrix>")],
+        Discriminator(lambda v: "<matrix>" if isinstance(v, dict | FioMatrix) else "<bool>"),
+    ] = False
     pg_test_fsync: bool = False
-    #: seconds per fio job (10 jobs per write cache state)
+    #: seconds per fio job (12 default jobs per write cache state, and a matrix's)
     runtime: int = Field(30, ge=1, le=3600)
     #: seconds of fio ramp-up per job before it counts (fio's ramp_time)
     ramp: int = Field(1, ge=0, le=600)
@@ -126,7 +135,11 @@ class Pretests(Strict):
     write_cache: Literal["both", "leave"] = "both"
 
     def enabled(self) -> bool:
-        return self.fio or self.pg_test_fsync
+        return bool(self.fio) or self.pg_test_fsync
+
+    def fio_jobs(self) -> list[dict[str, Any]]:
+        """The matrix's jobs, run after the default ones ([] without a matrix)."""
+        return self.fio.jobs() if isinstance(self.fio, FioMatrix) else []
 
 
 def _pretests(value: Any) -> Any:
@@ -137,7 +150,7 @@ def _pretests(value: Any) -> Any:
     if isinstance(value, dict):
         return value
     raise ValueError(
-        "must be false, true or {fio: bool, pg_test_fsync: bool, runtime: s, ramp: s,"
+        "must be false, true or {fio: bool or a matrix, pg_test_fsync: bool, runtime: s, ramp: s,"
         f" fsync_seconds: s, write_cache: both|leave}} (got {_show(value)})"
     )
 

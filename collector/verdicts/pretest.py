@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from collector.errors import DrivelabError
@@ -47,6 +47,8 @@ SWEEP = {
     262144: "sweep-read-256k",
     1048576: "sweep-read-1m",
 }
+#: the default jobs of PostgreSQL's own patterns: its page read at random, WAL's write
+PAGE_READ, WAL_WRITE = "rand-read-8k-qd1", "wal-write-8k-fdatasync"
 #: pg_test_fsync's line a WAL flush is closest to (one 8 kB write, Linux's default method)
 FSYNC_SECTION, FSYNC_METHOD = "one 8kB write", "fdatasync"
 
@@ -66,12 +68,32 @@ def collect(folder: Path, labels: Mapping[str, str] | None = None) -> list[Sampl
         text = path.read_text(encoding="utf-8", errors="replace")
         try:
             if m["kind"] == "fio":
-                out += fio_samples(parse_fio_json(text, str(path)), lab)
+                out += [_with_axes(s) for s in fio_samples(parse_fio_json(text, str(path)), lab)]
             else:
                 out += fsync_samples(parse_pg_test_fsync(text, str(path))[1], lab)
         except ParseError as err:
             raise DrivelabError(str(err)) from None
     return out
+
+
+#: a matrix job's name (collector.scenario.fiomatrix): its axes
+MATRIX_JOB = re.compile(
+    r"m-(?P<pattern>[a-z0-9]+)-(?P<bs>[0-9]+[km]?)-qd(?P<iodepth>[0-9]+)"
+    r"-nj(?P<numjobs>[0-9]+)-(?P<sync>direct|fdatasync)"
+)
+_UNIT = {"": 1, "k": 1024, "m": 1048576}
+
+
+def _with_axes(s: Sample) -> Sample:
+    """A matrix job's sample with its axes as labels (``block_bytes`` in bytes)."""
+    m = MATRIX_JOB.fullmatch(s.labels.get("job", ""))
+    if m is None:
+        return s
+    bs = m["bs"]
+    size = int(bs.rstrip("km")) * _UNIT[bs[-1] if bs[-1] in "km" else ""]
+    axes = {"pattern": m["pattern"], "block_bytes": str(size), "iodepth": m["iodepth"],
+            "numjobs": m["numjobs"], "sync": m["sync"]}  # fmt: skip
+    return replace(s, labels={**s.labels, **axes})
 
 
 @dataclass(frozen=True)
@@ -94,6 +116,10 @@ class PretestSummary:
     fsync_per_s: float | None = None
     #: block size -> bytes per second of random reads at queue depth 1
     sweep_bps: Mapping[int, float] | None = None
+    #: 8 KiB random reads at queue depth 1 (a page), and 8 KiB buffered writes each
+    #: followed by fdatasync (WAL's pattern), per second
+    page_read_qd1: float | None = None
+    wal_writes_per_s: float | None = None
 
 
 def summarize(samples: Iterable[Sample]) -> list[PretestSummary]:
@@ -135,6 +161,8 @@ def summarize(samples: Iterable[Sample]) -> list[PretestSummary]:
                 ),
                 fsync_per_s=get("drivelab_fsync_ops_per_second", FSYNC_METHOD, FSYNC_SECTION),
                 sweep_bps=sweep or None,
+                page_read_qd1=get(iops, PAGE_READ, "read"),
+                wal_writes_per_s=get(iops, WAL_WRITE, "write"),
             )
         )
     return out

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.report import PRETEST_PREFIXES
+from collector.report import PRETEST_PREFIXES, fiomatrix, html, load
 from collector.store import Store
 from collector.verdicts import physics
 from collector.verdicts.pretest import summarize
@@ -29,7 +29,12 @@ SCENARIO = """\
     workload: {scale: [2], clients_per_host: 1, threads: 1, duration: 5}
     hosts: [1]
     repetitions: 1
-    pretests: {fio: true, pg_test_fsync: true, runtime: 1, ramp: 0, fsync_seconds: 1}
+    pretests:
+      fio: {block_sizes: [4k, 64k], iodepths: [1, 8]}
+      pg_test_fsync: true
+      runtime: 1
+      ramp: 0
+      fsync_seconds: 1
 """
 
 
@@ -118,3 +123,40 @@ def test_rotating_but_fast_drive_is_flagged_and_the_honest_one_is_not(pretest_ru
     verbose = drivelab("report", "-v", "pretest-test", "--db", str(results / "drivelab.db"))
     lines = [line.strip() for line in verbose.stdout.splitlines()]
     assert any(line.startswith("plp nvme: power-loss protection: unknown") for line in lines)
+
+
+def test_a_fio_matrix_is_stored_per_job_and_drawn(pretest_run, tmp_path):
+    """The 2x2 matrix (4 KiB and 64 KiB random reads at queue depth 1 and 8) on each
+    drive: four jobs stored per drive with their axes, after the default ones; on nvme
+    the deeper queue gives more IOPS; the HTML page's matrix plots are drawn, not blank,
+    as headless Chromium lays the page out."""
+    from tests.unit.test_html_page import _layout  # noqa: PLC0415
+    from tests.unit.test_report import _screenshot  # noqa: PLC0415
+
+    _, results = pretest_run
+    with Store.open(results / "drivelab.db", create=False) as store:
+        view = load(store, "pretest-test")
+    found = fiomatrix.jobs(view)
+    by = {(j.drive, j.block_bytes, j.iodepth): j for j in found}
+    assert sorted(by) == sorted(
+        (d, b, q) for d in ("nvme", "hdd7200", "hdd7200wc") for b in (4096, 65536) for q in (1, 8)
+    ), sorted(by)
+    assert all(j.pattern == "randread" and j.sync == "direct" and j.iops > 0 for j in found)
+    assert by["nvme", 4096, 8].iops > by["nvme", 4096, 1].iops, by
+    assert by["nvme", 4096, 1].iops > 10 * by["hdd7200", 4096, 1].iops, by
+    page = html.publish([view], tmp_path / "report.html")
+    text = page.read_text(encoding="utf-8")
+    assert text.count(": fio matrix -->") == 3, "a plot per drive (its title, as SVG keeps it)"
+    laid = _layout(page, tmp_path, (1280, 800))
+    tops = dict(laid["sections"])
+    title = "fio matrix (raw drive, each job after the other)"
+    height = min(int(laid["height"]) + 1, 16_000)
+    pixels = _screenshot(page, tmp_path / "page.png", height=height)
+    later = [t for t in sorted(tops.values()) if t > tops[title]] + [height]
+    part = pixels[int(tops[title]) : int(later[0])]
+    r, g, b = part[..., 0], part[..., 1], part[..., 2]
+    coloured = ((abs(r - b) > 0.3) | (abs(g - b) > 0.3)).mean()
+    assert coloured > 0.001, f"the matrix plots: {coloured:.3%} of the section in colour"
+    for drive in ("nvme", "hdd7200"):
+        j1, j8 = by[drive, 4096, 1], by[drive, 4096, 8]
+        print(f"{drive}: 4k randread qd1 {j1.iops:,.0f} IOPS p99 {j1.p99_s}, qd8 {j8.iops:,.0f}")

@@ -300,7 +300,7 @@ BAD: list[tuple[str, Any, str]] = [
     (
         "pretests a string",
         with_(pretests="yes"),
-        "pretests: must be false, true or {fio: bool, pg_test_fsync: bool, runtime: s,"
+        "pretests: must be false, true or {fio: bool or a matrix, pg_test_fsync: bool, runtime: s,"
         " ramp: s, fsync_seconds: s, write_cache: both|leave} (got 'yes')",
     ),
     (
@@ -690,10 +690,11 @@ def test_adaptive_and_pretests() -> None:
         "ramp": 1,
         "fsync_seconds": 5,
         "write_cache": "both",
+        "jobs": [],
     }
     assert not cells[1].pretests
-    # 10 fio jobs of 30 s + 1 s ramp, plus the layout
-    fio = 10 * 31 + sc.PRETEST_SECONDS["fio"]
+    # 12 fio jobs of 30 s + 1 s ramp, plus the layout
+    fio = 12 * 31 + sc.PRETEST_SECONDS["fio"]
     assert sc.estimate_seconds(cells[0]) == 10 * 40 + sc.init_seconds(cells[0]) + fio
     assert "3 to 10 repetitions" in sc.plan_text(s, cells)
 
@@ -703,7 +704,7 @@ def test_pretests_without_ramp() -> None:
     s = sc.parse(with_(pretests={"fio": True, "runtime": 2, "ramp": 0}), "x.yml")
     cell = sc.expand(s, INVENTORY)[0]
     assert cell.pretests["ramp"] == 0
-    assert sc.pretest_seconds(cell.pretests) == 10 * 2 + sc.PRETEST_SECONDS["fio"]
+    assert sc.pretest_seconds(cell.pretests) == 12 * 2 + sc.PRETEST_SECONDS["fio"]
 
 
 def test_transactions_estimate() -> None:
