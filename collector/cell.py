@@ -20,6 +20,8 @@ from collector.records import CellSpec
 
 #: pgbench workloads (-b tpcb-like, select-only, simple-update; -f for custom)
 MODES = ("tpcb", "select-only", "simple-update", "custom")
+#: pgbench's built-in scripts, as a weighted mix names them (-b name@weight)
+BUILTINS = ("tpcb-like", "simple-update", "select-only")
 #: what each client keeps of its transactions: -l, -l --sampling-rate, --aggregate-interval
 LOGS = ("full", "sampled", "aggregate", "none")
 #: drivelab's own cluster on the system disk: provisioning makes it, a tablespace
@@ -54,6 +56,8 @@ class PgbenchOptions:
     progress: int = 1
     #: pgbench -M: simple (its default), extended, prepared
     protocol: str = "simple"
+    #: a weighted mix of built-in scripts, ((name, weight), ...): -b name@weight each
+    mix: tuple[tuple[str, int], ...] = ()
     #: one count of a client sweep (``workload.clients_per_host`` a list): the cell's
     #: folder is named by its -c and -j too (``-c4j2``)
     clients_swept: bool = False
@@ -83,6 +87,7 @@ class PgbenchOptions:
             "pgbench_run_transactions": self.transactions,
             "pgbench_run_mode": self.mode,
             "pgbench_run_protocol": self.protocol,
+            "pgbench_run_mix": [f"{name}@{weight}" for name, weight in self.mix],
             "pgbench_run_rate": self.rate,
             "pgbench_run_latency_limit": self.latency_limit,
             "pgbench_run_log": self.log,
@@ -119,6 +124,8 @@ class PgbenchOptions:
             out["latency_limit"] = self.latency_limit
         if self.protocol != "simple":  # pgbench's default: cells without it keep their names
             out["protocol"] = self.protocol
+        if self.mix:
+            out["mix"] = "+".join(f"{name}@{weight}" for name, weight in self.mix)
         return out
 
 
@@ -153,7 +160,7 @@ class Cell:
         """The cell's identity: its names (folder, store key, report label) come from it."""
         return CellSpec(
             drive=self.drive,
-            workload=self.pgbench.mode,
+            workload="mix" if self.pgbench.mix else self.pgbench.mode,
             filesystem=self.filesystem,
             placement=self.placement,
             scale=self.scale,

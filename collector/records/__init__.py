@@ -118,6 +118,7 @@ PGBENCH_FLAGS = {
     "rate": "R",
     "latency_limit": "L",
     "protocol": "M",
+    "mix": "b",
 }
 #: write cache states a cell can be measured with; "leave" (as the drive is) names nothing
 WRITE_CACHE_STATES = ("leave", "on", "off")
@@ -185,6 +186,8 @@ class CellSpec:
             base += f"-wc{self.write_cache}"
         if self.params.get("protocol"):  # pgbench -M other than its default
             base += f"-M{self.params['protocol']}"
+        if self.params.get("mix"):  # a mix of built-in scripts: tpcb-like@9+select-only@1
+            base += "-b" + str(self.params["mix"]).replace("@", "").replace("+", "-")
         if self.clients_swept:  # a client sweep's counts
             base += f"-c{self.params.get('clients_per_host')}j{self.params.get('threads')}"
         return base if self.pg_settings_name is None else f"{base}-pg{self.pg_settings_name}"

@@ -60,6 +60,7 @@ _WORDS = {
     "select-only": "pgbench's select-only script (-S)",
     "simple-update": "pgbench's simple-update script (-N)",
     "custom": "the scenario's own script (-f)",
+    "mix": "a weighted mix of pgbench's built-in scripts",
     "cluster": "the whole cluster on the drive",
     "tablespace": "the databases in a tablespace on the drive",
 }
@@ -72,6 +73,8 @@ _PATTERNS = (
     (re.compile(r"t(\d+)"), "{} transactions per connection (-t)"),
     (re.compile(r"R(\d+)"), "{} transactions/s per client host (-R)"),
     (re.compile(r"L(\d+)"), "transactions over {} ms counted late (-L)"),
+    (re.compile(r"M(simple|extended|prepared)"), "the {} query protocol (-M)"),
+    (re.compile(r"b([a-z-]+@[0-9]+(?:\+[a-z-]+@[0-9]+)*)"), "scripts and weights {} (-b)"),
     (re.compile(r"wc (on|off)"), "the drive's write cache {}"),
     (re.compile(r"pg (.+)"), "the PostgreSQL settings named {}"),
 )

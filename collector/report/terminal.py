@@ -161,9 +161,10 @@ def print_sweeps(view: ScenarioView, console: Console) -> None:
     """Each client sweep's curve as a table (a row per connection count, the tps gain
     per doubling from the count before, the knee marked) and the knee rule's verdict."""
     for curve in sweep.curves(view):
-        t = Table(title=f"{curve.drive} {curve.test}: tps against connections",
-                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-                  title_justify="left")  # fmt: skip
+        # the title a line of its own: a table's title wraps at the table's width
+        console.print(f"{escape(curve.drive)} {escape(curve.test)}: tps against connections",
+                      highlight=False)  # fmt: skip
+        t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for name in ("connections", "-c x hosts", "-j", "tps", "p50 ms", "p95 ms", "p99 ms"):
             t.add_column(name, justify="right", no_wrap=True)
         t.add_column("gain/doubling", justify="right", no_wrap=True)

@@ -100,6 +100,7 @@ def _pgbench(w: Workload, clients: int, threads: int) -> PgbenchOptions:
         transactions=w.transactions or 0,
         mode=w.mode,
         protocol=w.protocol,
+        mix=tuple((w.mix or {}).items()),
         script=w.script,
         rate=w.rate[0],
         log=w.log,

@@ -4,11 +4,11 @@ search's target (:class:`RateTarget`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from collector.cell import LOGS, MODES
+from collector.cell import BUILTINS, LOGS, MODES
 from collector.scenario.fields import Strict, _axis
 from collector.scenario.rules import SCRIPT_PATH, Argument
 from collector.scenario.wording import PathError, _show
@@ -45,6 +45,10 @@ class Workload(Strict):
     transactions: int | None = Field(None, gt=0, le=1_000_000_000)
     mode: Literal[MODES] = "tpcb"  # type: ignore[valid-type]
     protocol: Literal["simple", "extended", "prepared"] = "simple"  # pgbench -M
+    #: a weighted mix of pgbench's built-in scripts (-b name@weight), in place of mode
+    mix: dict[Literal[BUILTINS], Annotated[int, Field(ge=1, le=1000)]] | None = Field(  # type: ignore[valid-type]
+        None, min_length=1, max_length=3
+    )
     script: str | None = None
     #: pgbench -R (transactions/s), 0: unthrottled; a list is an axis (one cell per value)
     rate: _axis(0, 10_000_000) = Field(default_factory=lambda: [0])
@@ -91,6 +95,8 @@ class Workload(Strict):
             raise ValueError("mode: custom needs script: (a pgbench script file)")
         if self.mode != "custom" and self.script:
             raise ValueError(f"script is only for mode: custom (mode is {self.mode})")
+        if self.mix and self.mode != "tpcb":
+            raise PathError("mix", f"a mix is in place of mode: leave mode out (it is {self.mode})")
         return self
 
     @model_validator(mode="after")

@@ -664,7 +664,13 @@ AXES = """\
       - {fs: xfs, name: xfs-su128, mkfs_options: [-d, "sunit=128,swidth=4096", -l, size=128m], mount_options: "noatime,logbufs=8"}
       - {fs: xfs}
     placement: [tablespace]
-    workload: {scale: [2], clients_per_host: [4, 1, 2], threads: 1, duration: 5, protocol: prepared}
+    workload:
+      scale: [2]
+      clients_per_host: [4, 1, 2]
+      threads: 1
+      duration: 5
+      protocol: prepared
+      mix: {tpcb-like: 9, select-only: 1}
     hosts: [2]
     repetitions: 1
     retries: 0
@@ -676,7 +682,7 @@ VARIANTS = ("xfs-su128", "xfs")
 def test_variants_and_a_client_sweep_are_stored_apart_and_reported_with_the_knee(lab2, tmp_path):
     """Two XFS variants on nvme (seed 004's stripe unit and width, 128 MiB log and
     logbufs=8, and a plain one), each with three counts of -c (given out of order) from two
-    client hosts, -M prepared: six cells, each run with its -c and -M prepared on its own
+    client hosts, -M prepared, a 9:1 mix of the TPC-B-like and select-only scripts: six cells, each run with its -c and -M prepared on its own
     variant (the drive made again between them, its device facts carrying its options);
     the report tells the variants apart, and each one's curve lists its counts by
     connections (2, 4, 8) with the knee the knee rule makes of the curve."""
@@ -688,7 +694,9 @@ def test_variants_and_a_client_sweep_are_stored_apart_and_reported_with_the_knee
     assert proc.returncode == 0, out[-3000:]
     runs = tmp_path / "results" / "runs" / "axes-test"
     assert sorted(p.name for p in runs.iterdir()) == sorted(
-        f"nvme-{fs}-tablespace-s2-h2-tpcb-Mprepared-c{c}j1" for fs in VARIANTS for c in (1, 2, 4)
+        f"nvme-{fs}-tablespace-s2-h2-mix-Mprepared-btpcb-like9-select-only1-c{c}j1"
+        for fs in VARIANTS
+        for c in (1, 2, 4)
     )
     con = sqlite3.connect(tmp_path / "results" / "drivelab.db")
     try:
@@ -702,7 +710,7 @@ def test_variants_and_a_client_sweep_are_stored_apart_and_reported_with_the_knee
     finally:
         con.close()
     assert [key for key, *_ in ran] == [
-        f"nvme tpcb {fs} tablespace s2 2cl c{c} j1 T5 Mprepared"
+        f"nvme mix {fs} tablespace s2 2cl c{c} j1 T5 Mprepared btpcb-like@9+select-only@1"
         for fs in VARIANTS
         for c in (4, 1, 2)
     ]
@@ -711,6 +719,8 @@ def test_variants_and_a_client_sweep_are_stored_apart_and_reported_with_the_knee
         for argv in json.loads(commands).values():
             assert argv[argv.index("-c") + 1] == key.split()[6][1:], (key, argv)
             assert argv[argv.index("-M") + 1] == "prepared", argv
+            at = [i for i, w in enumerate(argv) if w == "-b"]
+            assert [argv[i + 1] for i in at] == ["tpcb-like@9", "select-only@1"], argv
         made = json.loads(device)
         striped = key.split()[2] == "xfs-su128"
         assert (
@@ -726,12 +736,12 @@ def test_variants_and_a_client_sweep_are_stored_apart_and_reported_with_the_knee
     assert {c["test"].split()[1] for c in doc["cells"]} == set(VARIANTS)
     words = subprocess.run(
         [str(BIN / "drivelab"), "report", "axes-test"],
-        cwd=REPO, env=dict(env, COLUMNS="100"), capture_output=True, text=True, check=False,
+        cwd=REPO, env=dict(env, COLUMNS="200"), capture_output=True, text=True, check=False,
     ).stdout  # fmt: skip
     lines = [line.rstrip() for line in words.splitlines()]
     said = " ".join(words.split())
     for fs in VARIANTS:
-        test = f"tpcb {fs} tablespace s2 2cl T5 Mprepared"
+        test = f"mix {fs} tablespace s2 2cl T5 Mprepared btpcb-like@9+select-only@1"
         curve = [r for r in doc["client_sweeps"] if r["test"] == test]
         assert [r["connections"] for r in curve] == [2, 4, 8], doc["client_sweeps"]
         points = [Point(r["connections"], r["tps"], r["latency_p99_s"]) for r in curve]

@@ -106,6 +106,8 @@ def assert_safe_cells(cells: list[sc.PlannedCell], root: Path) -> None:
         for key, value in cell.pgbench.extra_vars().items():
             if isinstance(value, str):
                 assert not META & set(value), (key, value)
+            elif isinstance(value, list):  # the mix: words of pgbench's argv
+                assert all(re.fullmatch(r"[a-z-]+@[0-9]+", v) for v in value), (key, value)
             else:
                 assert isinstance(value, int | float) and 0 <= value <= 10**9, (key, value)
         # PostgreSQL settings go into a settings file between quotes, and to Ansible as an

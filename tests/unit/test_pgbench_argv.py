@@ -48,6 +48,7 @@ def test_the_argv_is_the_one_a_lab_run_recorded():
         ({"protocol": "prepared"}, ["-M", "prepared"], []),
         ({"protocol": "extended", "mode": "select-only"}, ["-S", "-M", "extended"], []),
         ({"protocol": "simple"}, [], ["-M"]),
+        ({"mix": ["tpcb-like@9", "select-only@1"]}, ["-b tpcb-like@9 -b select-only@1"], ["-S"]),
     ],
 )
 def test_each_setting_is_its_pgbench_option(change, has, lacks):
@@ -61,3 +62,20 @@ def test_each_setting_is_its_pgbench_option(change, has, lacks):
 def test_a_silent_server_is_given_up_after_the_peer_timeout():
     assert pgbench.conninfo("d", 3).endswith("keepalives_idle=1 keepalives_interval=1 "
                                             "keepalives_count=1 tcp_user_timeout=3000")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"mix": ["tpcb-like@9; rm -rf /"]}, "not <built-in script>@<weight>"),
+        ({"mix": ["select-only@0"]}, "not <built-in script>@<weight>"),
+        (
+            {"mix": ["tpcb-like@1"], "mode": "select-only"},
+            "in place of a mode, not beside select-only",
+        ),
+    ],
+)
+def test_a_mix_word_out_of_shape_never_reaches_pgbench(change, says):
+    with pytest.raises(pgbench.AnsibleFilterError) as err:
+        pgbench.drivelab_pgbench_argv({**RUN, **change})
+    assert says in str(err.value)

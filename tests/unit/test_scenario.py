@@ -1400,3 +1400,21 @@ def test_two_variants_of_one_filesystem_are_cells_of_their_own(tmp_path: Path) -
         ("xfs", [], "noatime"),
     ]  # fmt: skip
     assert sc.drive_batch(cells) is None  # one drive made two ways: a drives stage each
+
+
+def test_a_weighted_mix_of_built_in_scripts_is_pgbench_b_and_names_the_cell(tmp_path: Path) -> None:
+    doc = with_(workload={"scale": [5], "duration": 15,
+                          "mix": {"tpcb-like": 9, "select-only": 1}})  # fmt: skip
+    cell = sc.expand(sc.load(write(tmp_path, doc)), INVENTORY)[0].cell
+    assert cell.pgbench.extra_vars()["pgbench_run_mix"] == ["tpcb-like@9", "select-only@1"]
+    assert cell.cell_id == "nvme-ext4-tablespace-s5-h2-mix-btpcb-like9-select-only1"
+    assert cell.spec.test == "mix ext4 tablespace s5 2cl c4 j2 T15 btpcb-like@9+select-only@1"
+    for bad, says in [
+        ({"mix": {"tpcb-like": 1}, "mode": "select-only"},
+         "workload.mix: a mix is in place of mode: leave mode out (it is select-only)"),
+        ({"mix": {"tpcb": 1}}, "workload.mix.tpcb"),
+        ({"mix": {"select-only": 0}}, "workload.mix.select-only: must be at least 1 (got 0)"),
+    ]:  # fmt: skip
+        with pytest.raises(DrivelabError) as err:
+            sc.load(write(tmp_path, with_(workload={"scale": [5], "duration": 15, **bad})))
+        assert says in str(err.value) and "\n" not in str(err.value), str(err.value)

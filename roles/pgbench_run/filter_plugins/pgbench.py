@@ -9,6 +9,10 @@ the scenario's total is divided once, in the cell's identity (collector/cell.py)
 
 from __future__ import annotations
 
+import re
+
+from ansible.errors import AnsibleFilterError
+
 #: pgbench's options for each workload mode; custom reads the script copied beside the
 #: run's outputs (``script``)
 MODES = {
@@ -17,6 +21,9 @@ MODES = {
     "simple-update": ["-N"],
     "custom": ["-f", "{script}"],
 }
+
+#: one item of a mix of built-in scripts (-b): a script pgbench has, and a weight
+MIX = re.compile(r"(tpcb-like|simple-update|select-only)@[1-9][0-9]{0,3}")
 
 #: pgbench's options for each per-transaction log
 LOGS = {
@@ -50,6 +57,14 @@ def drivelab_pgbench_argv(run: dict) -> list[str]:
         argv += ["-T", str(run["duration"])]
     else:
         argv += ["-t", str(run["transactions"])]
+    mix = list(run.get("mix") or [])
+    if mix and run["mode"] != "tpcb":
+        mode = run["mode"]
+        raise AnsibleFilterError(f"pgbench mix {mix!r}: in place of a mode, not beside {mode}")
+    for item in mix:  # a word that goes into pgbench's argv: its shape checked here
+        if not isinstance(item, str) or not MIX.fullmatch(item):
+            raise AnsibleFilterError(f"pgbench mix item {item!r}: not <built-in script>@<weight>")
+        argv += ["-b", item]
     argv += [word.format(**words) for word in MODES[run["mode"]]]
     if run.get("protocol", "simple") != "simple":
         argv += ["-M", str(run["protocol"])]  # the role's argument spec allows its words
