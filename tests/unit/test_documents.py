@@ -113,3 +113,18 @@ def test_help_lists_the_exit_statuses(capsys):
     for status in ("0  done", "1  results incomplete", "2  the input", "3  the lab is busy",
                    "4  the hosts", "5  the controller"):  # fmt: skip
         assert status in text
+
+
+def test_the_lab_status_model_has_the_fields_the_lab_reports():
+    """documents.py (types) may not import the lab's dataclasses (hosts): its models of
+    them are held to their fields here, so a field added to the lab is one added to the
+    schema."""
+    import dataclasses  # noqa: PLC0415
+
+    from collector.hosts import lab  # noqa: PLC0415
+
+    for model, source in ((documents.LabHost, lab.LabHost), (documents.LabDrive, lab.LabDrive),
+                          (documents.LabStatus, lab.LabStatus)):  # fmt: skip
+        fields = {f.name for f in dataclasses.fields(source)}
+        own = set(model.model_fields) - {"schema_version", "drivelab", "lease"}
+        assert own == fields, (model.__name__, own ^ fields)
