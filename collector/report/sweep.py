@@ -43,6 +43,10 @@ class Curve:
     knee: int | None
 
 
+def _mean(summary) -> float | None:
+    return None if summary is None else summary.mean
+
+
 def curves(view: ScenarioView) -> list[Curve]:
     """Every drive's and test's curve with at least two connection counts that have a
     tps (complete runs), in the view's drive order."""
@@ -54,10 +58,9 @@ def curves(view: ScenarioView) -> list[Curve]:
             continue
         hosts = cv.stats.spec.clients or 1
         rest = " ".join(w for w in cv.test.split() if not _COUNT_WORD.fullmatch(w))
-        mean = lambda s: s.mean if s is not None else None  # noqa: E731
         groups[cv.drive, rest][c * hosts] = SweepPoint(
-            c * hosts, c, j, hosts, cs.tps.mean, mean(cs.latency_p50_s),
-            mean(cs.latency_p95_s), mean(cs.latency_p99_s), caveat.marks(cv.caveats),
+            c * hosts, c, j, hosts, cs.tps.mean, _mean(cs.latency_p50_s),
+            _mean(cs.latency_p95_s), _mean(cs.latency_p99_s), caveat.marks(cv.caveats),
         )  # fmt: skip
     out = []
     for (drive, test), by_count in groups.items():
