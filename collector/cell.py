@@ -154,6 +154,9 @@ class Cell:
     pg_settings: Mapping[str, str] = field(default_factory=dict)
     #: the filesystem variant's name (``filesystems[].name``), None: named by its type
     filesystem_name: str | None = None
+    #: placement cluster only: the drivelab filesystem on another drive that holds the
+    #: cluster's WAL (made with the cell's filesystem); None: the WAL is in the data directory
+    wal_drive: str | None = None
 
     @property
     def spec(self) -> CellSpec:
@@ -173,6 +176,7 @@ class Cell:
             pg_settings=dict(self.pg_settings),
             clients_swept=self.pgbench.clients_swept,
             filesystem_name=self.filesystem_name,
+            wal_drive=self.wal_drive,
         )
 
     @property
@@ -182,7 +186,11 @@ class Cell:
 
     @property
     def cluster(self) -> str:
-        return f"drivelab_{self.drive}" if self.placement == "cluster" else OWN_CLUSTER
+        """The cluster its databases live in: the same name the playbooks' filter
+        ``drivelab_pg_cluster`` gives it (a unit test holds the two together)."""
+        if self.placement != "cluster":
+            return OWN_CLUSTER
+        return f"drivelab_{self.drive}" + (f"_wal_{self.wal_drive}" if self.wal_drive else "")
 
     def cell_dir(self, root: Path | None = None) -> Path:
         return (root or results_dir()) / "runs" / self.scenario / self.cell_id

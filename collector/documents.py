@@ -72,6 +72,11 @@ class Cell(_Closed):
         " checkpoint, physics, emulated_cpu): the row's marks c m k p e"
     )
     wal_placement: str | None
+    wal_drive: str | None = Field(description="the drive that held the WAL, when not the data's")
+    wal_device: str | None = Field(
+        description="the block device the WAL was on, as the DB host's kernel named it"
+        " (null: not a block device, or not recorded)"
+    )
 
 
 class Run(_Closed):

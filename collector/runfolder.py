@@ -62,7 +62,7 @@ CLIENT_FILES = {
 CELL_FIELDS = (
     "drive", "workload", "filesystem", "placement", "scale", "clients",
     "write_cache", "mkfs_options", "mount_options", "pg_settings_name", "pg_settings",
-    "clients_swept", "filesystem_name",
+    "clients_swept", "filesystem_name", "wal_drive",
 )  # fmt: skip
 
 
@@ -347,6 +347,7 @@ def _cell_spec(c: Checker, cell: Mapping[str, Any], hosts: int) -> CellSpec:
         pg_settings=dict(pg),
         clients_swept=c.get(cell, "clients_swept", (bool,), "cell.", required=False, default=False),
         filesystem_name=c.get(cell, "filesystem_name", (str,), "cell.", required=False),
+        wal_drive=c.get(cell, "wal_drive", (str,), "cell.", required=False),
     )
 
 

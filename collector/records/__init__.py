@@ -166,6 +166,18 @@ class CellSpec:
     #: a filesystem variant's name (``xfs-su128``), which names the cell in place of
     #: its type; None: the type names it
     filesystem_name: str | None = None
+    #: placement cluster with its WAL on a drive of its own: that drive's name, spelled
+    #: after the placement in every name of the cell (``cluster-wal-hdd7200``); None:
+    #: the WAL is where the placement keeps it
+    wal_drive: str | None = None
+
+    @property
+    def placement_label(self) -> str | None:
+        """The placement as the cell's names spell it: ``cluster-wal-hdd7200`` when its
+        WAL has a drive of its own."""
+        if self.wal_drive and self.placement:
+            return f"{self.placement}-wal-{self.wal_drive}"
+        return self.placement
 
     @property
     def fs_label(self) -> str | None:
@@ -177,7 +189,7 @@ class CellSpec:
         """``nvme-ext4-tablespace-s20-h2-tpcb``, ``-r<rate>`` with a rate (pgbench -R per
         client host), ``-wcon``/``-wcoff`` when the write cache is set, ``-pg<set>`` for a
         set of PostgreSQL settings: the run folder's name."""
-        parts = [self.drive, self.fs_label, self.placement, f"s{self.scale}"]
+        parts = [self.drive, self.fs_label, self.placement_label, f"s{self.scale}"]
         parts += [f"h{self.clients or 'all'}", self.workload]
         base = "-".join(str(p) for p in parts)
         if self.params.get("rate"):
@@ -199,7 +211,7 @@ class CellSpec:
         if self.fs_label:
             parts.append(self.fs_label)
         if self.placement:
-            parts.append(self.placement)
+            parts.append(self.placement_label)
         if self.scale is not None:
             parts.append(f"s{self.scale}")
         parts.append(f"{self.clients}cl")
@@ -242,6 +254,7 @@ class CellSpec:
             }
             | ({"clients_swept": True} if self.clients_swept else {})
             | ({"filesystem_name": self.filesystem_name} if self.filesystem_name else {})
+            | ({"wal_drive": self.wal_drive} if self.wal_drive else {})
         )
 
 

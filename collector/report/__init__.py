@@ -25,6 +25,7 @@ DATABASE_KEYS = (
     "cache",
     "client_bound",
     "wal_placement",
+    "db_wal_device",
     "db_memory_bytes",
     "db_memory_source",
     "db_sizes_bytes",
@@ -337,6 +338,8 @@ def cell_rows(view: ScenarioView) -> list[dict]:
                 "checkpoint_in_window": caveat.CHECKPOINT in cv.caveat_codes,
                 "caveats": " ".join(cv.caveat_codes) or None,
                 "wal_placement": cv.database.get("wal_placement"),
+                "wal_drive": cs.spec.wal_drive,
+                "wal_device": (cv.database.get("db_wal_device") or {}).get("device"),
             }
         )
     return rows

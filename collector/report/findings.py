@@ -65,6 +65,10 @@ _WORDS = {
     "tablespace": "the databases in a tablespace on the drive",
 }
 _PATTERNS = (
+    (
+        re.compile(r"cluster-wal-([a-z][a-z0-9_]*)"),
+        "the cluster's data on the drive, its WAL on {} (a drive of its own)",
+    ),
     (re.compile(r"s(\d+)"), "scale {} (each client host's own database)"),
     (re.compile(r"(\d+)cl"), "{} client hosts at once"),
     (re.compile(r"c(\d+)"), "{} connections per client host (-c)"),

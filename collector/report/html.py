@@ -57,6 +57,14 @@ def _init_cell(init: dict, at_once) -> str:
     return f"{text} ({at_once} at once)" if isinstance(at_once, int) else text
 
 
+def _wal_cell(db: dict) -> str:
+    """Where the WAL was (``on the drive``, ``on hdd7200 (a drive of its own)``) and the
+    block device the DB host's kernel saw it on."""
+    where = str(db.get("wal_placement") or "-")
+    device = (db.get("db_wal_device") or {}).get("device")
+    return f"{where}: {device}" if device else where
+
+
 def _database_table(view: ScenarioView) -> str:
     """Per cell, from its latest gathered run: WAL placement, DB memory, dataset size,
     init time, whether the IOPS caps were lifted for init, PostgreSQL version."""
@@ -73,7 +81,7 @@ def _database_table(view: ScenarioView) -> str:
             [
                 cv.drive,
                 cv.test,
-                str(db.get("wal_placement") or "-"),
+                _wal_cell(db),
                 "-"
                 if memory is None
                 else human_size(memory)

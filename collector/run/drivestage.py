@@ -166,7 +166,8 @@ class Drives:
         started = time.monotonic()
         kinds = " and ".join(k for k in ("fio", "pg_test_fsync") if planned.pretests[k])
         self.console.print(f"{cell.cell_id}: raw pre-tests ({kinds})")
-        runner.run_pretests(planned.drive_request, planned.pretests, out,
+        # the drive under test's (a WAL drive beside it is made, not pre-tested)
+        runner.run_pretests(planned.drive_request[:1], planned.pretests, out,
                             inventory=self.opts.inventory, stream=self.opts.verbose,
                             install_packages=not self.fio)  # fmt: skip
         self.fio = True  # once per run: the package stays installed

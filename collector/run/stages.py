@@ -340,6 +340,7 @@ def prepare_database(
     extra: dict[str, Any] = {
         "pgbench_database_filesystem": cell.drive,
         "pgbench_database_placement": cell.placement,
+        "pgbench_database_wal_drive": cell.wal_drive or "",
         "pgbench_database_scale": cell.scale,
         "pgbench_database_init_options": list(cell.init_options),
         "pgbench_database_facts_dir": str(facts),

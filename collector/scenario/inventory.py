@@ -206,6 +206,7 @@ def _declared_ok(key: str, value: Any) -> bool:
 def _check_declared(s: Scenario, inventory: dict[str, Any], host: str, source: str) -> None:
     """The :data:`DECLARED_FIELDS` of every candidate drive the scenario uses."""
     used = set(s.drives) | {m for rset in s.raid for m in rset.drives}
+    used |= {w for w in (getattr(e, "wal", None) for e in s.placement) if w}
     for entry in candidate_drives(inventory):
         name = entry.get("name")
         if not isinstance(name, str) or name not in used:
@@ -272,6 +273,18 @@ def _check_script_shell(s: Scenario, inventory: dict[str, Any], source: str) -> 
         return
 
 
+def _check_wal_drives(s: Scenario, host: str, have: list[str], source: str) -> None:
+    """A WAL drive of a placement is a candidate drive of the DB host."""
+    for i, entry in enumerate(s.placement):
+        wal = getattr(entry, "wal", None)
+        if wal is not None and wal not in have:
+            raise _fail(
+                source,
+                f"placement[{i}].wal: {wal!r} is not a drive of {host}"
+                f" (have: {', '.join(have) or 'none'})",
+            )
+
+
 def client_hosts(inventory: dict[str, Any]) -> list[str]:
     """The inventory's client hosts, client1..clientN in numeric order."""
     return sorted(map(str, _group_hosts(inventory, "clients")), key=_natural)
@@ -318,6 +331,7 @@ def validate_against_inventory(s: Scenario, inventory: dict[str, Any], path: Pat
                     f"raid[{i}].drives[{j}]: {member!r} is not a drive of {host}"
                     f" (have: {have_text})",
                 )
+    _check_wal_drives(s, host, have, source)
     _check_declared(s, inventory, host, source)
     _check_runs_code(s, inventory, host, source)
     _check_script_shell(s, inventory, source)

@@ -13,6 +13,7 @@ from collector.scenario.schema import (
     RaidSet,
     Scenario,
     Workload,
+    placement_of,
 )
 from collector.stats.ratesearch import SearchSpec
 
@@ -32,7 +33,8 @@ class PlannedCell:
     """One cell of the matrix and how to run it."""
 
     cell: Cell
-    #: candidate_drive_request for playbooks/drives.yml (one filesystem)
+    #: candidate_drive_request for playbooks/drives.yml: the cell's filesystem, and the
+    #: WAL's own drive's after it (made with the same filesystem) when it has one
     drive_request: list[dict[str, Any]]
     #: candidate_drive_write_cache: leave, on or off
     write_cache: str
@@ -144,7 +146,10 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
             if rset is not None and rset.method == "btrfs" and fs.fs != "btrfs":
                 continue  # native Btrfs RAID is a Btrfs filesystem
             first = True
-            for placement in s.placement:
+            for data, wal in map(placement_of, s.placement):
+                if wal == name:
+                    continue  # data and WAL on one drive: that is placement cluster
+                request = _request(name, rset, fs) + (_request(wal, None, fs) if wal else [])
                 for scale in s.workload.scale:
                     for count, pgbench in ((n, p) for n in s.hosts for p in loads):
                         for wc in s.write_cache:
@@ -157,7 +162,8 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
                                     drive=name,
                                     filesystem=fs.fs,
                                     filesystem_name=fs.name,
-                                    placement=placement,
+                                    placement=data,
+                                    wal_drive=wal,
                                     scale=scale,
                                     hosts=tuple(clients[:count]),
                                     pgbench=load,
@@ -168,14 +174,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
                                     pg_settings_name=set_name,
                                     pg_settings=pg_settings,
                                 )
-                                rows.append(
-                                    (
-                                        cell,
-                                        _request(name, rset, fs),
-                                        wc,
-                                        pretests if first else {},
-                                    )
-                                )
+                                rows.append((cell, request, wc, pretests if first else {}))
                                 first = False
     ids = [cell.cell_id for cell, *_ in rows]
     # the schema makes every dimension unique, so this is a bug in drivelab, not the file

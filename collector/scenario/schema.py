@@ -87,6 +87,40 @@ class RaidSet(Strict):
         return self
 
 
+class WalPlacement(Strict):
+    """``{data: cluster, wal: <drive>}``: the cell's own cluster, its data directory on
+    the drive under test and its WAL on another candidate drive (initdb --waldir), both
+    gated and made with the cell's filesystem."""
+
+    data: str
+    wal: DriveName
+
+    @field_validator("data")
+    @classmethod
+    def _cluster_only(cls, value: str) -> str:
+        if value != "cluster":
+            raise ValueError(
+                f"{value!r}: WAL on a drive of its own needs data: cluster (a tablespace's WAL"
+                " is drivelab's own cluster's, on the system disk)"
+            )
+        return value
+
+    def __repr__(self) -> str:  # as the file gives it, in one-line errors
+        return f"{{data: {self.data}, wal: {self.wal}}}"
+
+
+Placement = Annotated[
+    Annotated[Literal["tablespace", "cluster"], Tag("<word>")]
+    | Annotated[WalPlacement, Tag("<wal>")],
+    Discriminator(lambda v: "<wal>" if isinstance(v, dict | WalPlacement) else "<word>"),
+]
+
+
+def placement_of(value: str | WalPlacement) -> tuple[str, str | None]:
+    """(where the data lives, the WAL's own drive or None) of a ``placement`` entry."""
+    return (value.data, value.wal) if isinstance(value, WalPlacement) else (value, None)
+
+
 class AdaptiveSpec(Strict):
     target_ci_pct: float = Field(gt=0, le=100)
     min: int = Field(3, ge=2, le=1000)
@@ -254,8 +288,8 @@ class Scenario(Strict):
         default_factory=lambda: [Filesystem()], min_length=1, max_length=8
     )
     raid: list[RaidSet] = Field(default_factory=list, max_length=16)
-    placement: Annotated[list[Literal["tablespace", "cluster"]], AfterValidator(_unique())] = Field(
-        default_factory=lambda: ["tablespace"], min_length=1
+    placement: Annotated[list[Placement], AfterValidator(_unique())] = Field(
+        default_factory=lambda: ["tablespace"], min_length=1, max_length=16
     )
     write_cache: Annotated[
         list[Literal["leave", "on", "off"]],
@@ -325,6 +359,19 @@ class Scenario(Strict):
                 have = ", ".join(f.fs for f in self.filesystems)
                 raise ValueError(
                     f"raid[{i}]: method btrfs needs fs: btrfs in filesystems (have: {have})"
+                )
+        members = {m for rset in self.raid for m in rset.drives}
+        for i, entry in enumerate(self.placement):
+            wal = placement_of(entry)[1]
+            if wal in names or wal in members:
+                raise ValueError(
+                    f"placement[{i}].wal: {wal!r} is a RAID set or one of its members"
+                    " (the WAL's own drive is a single candidate drive)"
+                )
+            if wal is not None and not set(self.drives) - {wal} and not self.raid:
+                raise ValueError(
+                    f"placement[{i}].wal: {wal!r} is the only drive: its data and WAL would"
+                    " share it (that is placement cluster)"
                 )
         if self.baseline is not None and self.baseline not in singles | names:
             have = ", ".join([*self.drives, *(r.name for r in self.raid)])

@@ -54,7 +54,7 @@ class Reads:
     def cells(self, scenario_id: int) -> list[tuple[int, CellSpec]]:
         rows = self._all(
             "SELECT id, drive, workload, filesystem, placement, scale, clients, params_json,"
-            " write_cache, filesystem_json, pg_settings_name, pg_settings_json"
+            " write_cache, filesystem_json, pg_settings_name, pg_settings_json, wal_drive"
             " FROM cells WHERE scenario_id = ? ORDER BY id",
             (scenario_id,),
         )
@@ -65,7 +65,7 @@ class Reads:
                 r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]), write_cache=r[8],
                 mkfs_options=tuple(fs.get("mkfs_options") or ()),
                 mount_options=fs.get("mount_options"), filesystem_name=fs.get("name"),
-                pg_settings_name=r[10], pg_settings=json.loads(r[11]),
+                pg_settings_name=r[10], pg_settings=json.loads(r[11]), wal_drive=r[12],
             )  # fmt: skip
             out.append((r[0], spec))
         return out

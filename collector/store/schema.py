@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collector.store.backend import Cursor
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: the version a new PostgreSQL store is made at, by :data:`PG_BASELINE`
 PG_BASELINE_VERSION = 3
 _STATUSES = "('complete', 'partial', 'failed')"
@@ -180,6 +180,11 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Cursor], None], ...]] = {
             controller TEXT NOT NULL,
             pid INTEGER NOT NULL,
             since DOUBLE PRECISION NOT NULL)""",
+    ),
+    5: (
+        # placement cluster with its WAL on a drive of its own: that drive (spelled in the
+        # cell's key); a version-4 cell's WAL was where its placement keeps it
+        "ALTER TABLE cells ADD COLUMN wal_drive TEXT",
     ),
 }
 

@@ -44,7 +44,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "scenarios": ("id", "name", "created_at", "baseline_drive", "spec_json", "description"),
     "cells": ("id", "scenario_id", "key", "drive", "workload", "filesystem", "placement",
               "scale", "clients", "params_json", "write_cache", "filesystem_json",
-              "pg_settings_name", "pg_settings_json"),
+              "pg_settings_name", "pg_settings_json", "wal_drive"),
     "runs": ("id", "cell_id", "repetition", "attempt", "status", "reason", "started_at",
              "ended_at", "commands_json", "recorded_at", "controller"),
     "client_results": ("id", "run_id", "client", "status", "reason", "tps", "tps_kind",
@@ -58,6 +58,10 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "facts": ("id", "scenario_id", "run_id", "scope", "host", "key", "value_json"),
     "raw_outputs": ("id", "run_id", "host", "kind", "path"),
 }  # fmt: skip
+
+#: columns added to a table since the document format was made, and what a document
+#: without them (exported by an older drivelab) means by their absence
+LATER: dict[str, dict[str, Any]] = {"cells": {"wal_drive": None}}
 
 _RUNS_OF = "SELECT r.id FROM runs r JOIN cells c ON c.id = r.cell_id WHERE c.scenario_id = ?"
 
@@ -153,17 +157,31 @@ def check(doc: Any, where: str) -> None:
         raise DrivelabError(
             f"{where}: export format {doc['drivelab_export']!r}, this drivelab reads {FORMAT}"
         )
-    if doc.get("columns") != {t: list(c) for t, c in COLUMNS.items()}:
+    if doc.get("columns") not in (
+        {t: list(c) for t, c in COLUMNS.items()},
+        {t: [n for n in c if n not in LATER.get(t, {})] for t, c in COLUMNS.items()},
+    ):
         raise DrivelabError(
             f"{where}: made by a drivelab of schema version {doc.get('schema_version')!r}"
             " with other columns: import it with that version, or export it again"
         )
 
 
+def _columns(table: str, row: list[Any]) -> list[str]:
+    """The columns of a document's row: all of today's, or those of a document made
+    before the :data:`LATER` ones (:func:`check` let only those two through)."""
+    if len(row) == len(COLUMNS[table]):
+        return list(COLUMNS[table])
+    return [n for n in COLUMNS[table] if n not in LATER.get(table, {})]
+
+
 def import_scenario(store: Store, rows: dict[str, list[list[Any]]]) -> dict[str, int]:
     """Merge one scenario of a document (see the module); one transaction. Returns how
     many runs were added, replaced and left as they were."""
-    dicts = {t: [dict(zip(COLUMNS[t], r, strict=True)) for r in rows[t]] for t in COLUMNS}
+    dicts = {
+        t: [LATER.get(t, {}) | dict(zip(_columns(t, r), r, strict=True)) for r in rows[t]]
+        for t in COLUMNS
+    }
     (scenario,) = dicts["scenarios"]
     counts = {"added": 0, "replaced": 0, "kept": 0}
     with store.transaction() as cur:

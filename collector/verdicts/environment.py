@@ -4,7 +4,8 @@ The DB host writes ``environment.json`` into each run folder (the pgbench_run ro
 entry point ``environment``, docs/telemetry.md "The environment of a run"): PostgreSQL's
 version and the settings the server was given, kernel and OS release, the ``vm.dirty_*``
 sysctls and swappiness, CPU, memory, and the storage under the client databases (mount
-as mounted, block device queue, filesystem features).
+as mounted, block device queue, filesystem features), and the WAL's storage the same
+way when it has a drive of its own (``wal``).
 
 :func:`read_run` reads it into the run fact ``environment`` (a missing file: nothing,
 a malformed one: one line naming the file). :func:`flatten` turns one into
@@ -45,6 +46,15 @@ IDENTITY = (
     "storage.device.dm_name",
     "storage.members.*.name",
     "storage.filesystem.tool",
+    "wal.path",
+    "wal.mount.mount_point",
+    "wal.mount.source",
+    "wal.device.name",
+    "wal.device.path",
+    "wal.device.disk",
+    "wal.device.dm_name",
+    "wal.members.*.name",
+    "wal.filesystem.tool",
     "postgresql.data_directory",
     "postgresql.data_paths",
     "postgresql.settings.data_directory",
@@ -56,7 +66,7 @@ IDENTITY = (
     "postgresql.settings.stats_temp_directory",
 )
 #: display order of the sections
-_ORDER = {s: i for i, s in enumerate(("error", "host", *SECTIONS))}
+_ORDER = {s: i for i, s in enumerate(("error", "host", *SECTIONS, "wal"))}
 
 
 @dataclass(frozen=True)
@@ -135,6 +145,9 @@ def check(path: Path, doc: Any) -> Mapping[str, Any]:
             c.obj(storage[key], f"storage.{key}")
     for name, member in (storage.get("members") or {}).items():
         c.obj(member, f"storage.members.{name}")
+    if doc.get("wal") is not None:  # the WAL on a drive of its own: its storage
+        c.obj(doc["wal"], "wal")
+        c.obj(c.get(doc["wal"], "mount", (dict,), "wal."), "wal.mount")
     return doc
 
 
@@ -185,10 +198,10 @@ def flatten(env: Mapping[str, Any]) -> dict[str, Any]:
             walk("postgresql", {k: v for k, v in value.items() if k != "settings"})
             for name, s in (value.get("settings") or {}).items():
                 out[f"postgresql.settings.{name}"] = setting_value(s)
-        elif key == "storage" and isinstance(value, Mapping):
-            walk("storage", {k: v for k, v in value.items() if k != "members"})
+        elif key in ("storage", "wal") and isinstance(value, Mapping):
+            walk(key, {k: v for k, v in value.items() if k != "members"})
             for i, name in enumerate(sorted(value.get("members") or {}), 1):
-                walk(f"storage.members.{i}", {"name": name, **value["members"][name]})
+                walk(f"{key}.members.{i}", {"name": name, **value["members"][name]})
         else:
             walk(key, value)
     return dict(sorted(out.items(), key=lambda kv: _sort_key(kv[0])))

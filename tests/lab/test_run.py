@@ -42,6 +42,7 @@ from tests.lab.conftest import (
     db_drives,
     drivelab,
     lab_inventory,
+    on_hosts,
     playbook,
     wait_for,
 )
@@ -752,6 +753,69 @@ def test_variants_and_a_client_sweep_are_stored_apart_and_reported_with_the_knee
         expected = "no knee" if found is None else f"knee at {found.connections} connections"
         assert f"nvme ({test}): {expected}" in said, words
         print(f"{fs}: {[(p.connections, round(p.tps), p.p99_s) for p in points]}, knee {found}")
+
+
+WAL = """\
+    ---
+    name: wal-test
+    baseline: nvme
+    drives: [nvme]
+    filesystems: [{fs: ext4}]
+    placement: [{data: cluster, wal: hdd7200}]
+    workload: {scale: [2], clients_per_host: 2, threads: 1, duration: 5}
+    hosts: [1]
+    repetitions: 1
+"""
+
+
+def test_wal_on_a_drive_of_its_own_lives_there_and_holds_that_drive_until_released(lab2, tmp_path):
+    """placement {data: cluster, wal: hdd7200} on nvme: both drives made in one drives
+    stage, the cell's cluster's data on nvme and its WAL on hdd7200, as the DB host's
+    kernel saw them (database.json's device, the run's environment, the report's row and
+    its words). While that cluster stands, hdd7200 is PostgreSQL's data to the gate: a
+    reformat is refused by its code; the release of hdd7200 drops the cluster and its
+    WAL folder, and the drive can be made again."""
+    scenario = tmp_path / "wal-test.yml"
+    scenario.write_text(textwrap.dedent(WAL))
+    env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"), COLUMNS="200")
+    proc = drivelab_run(scenario, env)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    assert "drives nvme, hdd7200: made and mounted together" in out, out[-3000:]
+    devices = {d["name"]: os.path.realpath(d["device"]) for d in db_drives()}
+    (cell,) = (p for p in (tmp_path / "results" / "runs" / "wal-test").iterdir() if p.is_dir())
+    assert cell.name == "nvme-ext4-cluster-wal-hdd7200-s2-h1-tpcb"
+    database = json.loads((cell / "db" / "database.json").read_text())
+    assert database["wal"] == "on hdd7200 (a drive of its own)", database["wal"]
+    assert database["wal_device"]["device"] == devices["hdd7200"], database["wal_device"]
+    assert database["wal_device"]["mount"].endswith("/hdd7200"), database["wal_device"]
+    assert database["cluster"] == "drivelab_nvme_wal_hdd7200"
+    (rep,) = cell.glob("rep-*")
+    environment = json.loads((rep / "environment.json").read_text())
+    assert environment["storage"]["device"]["path"] == devices["nvme"], environment["storage"]
+    assert environment["wal"]["device"]["path"] == devices["hdd7200"], environment["wal"]
+    doc = json.loads(drivelab("report", "wal-test", "--json", "-", env=env).stdout)
+    documents.validate("report", doc)
+    (row,) = doc["cells"]
+    assert (row["drive"], row["wal_drive"], row["wal_device"]) == (
+        "nvme", "hdd7200", devices["hdd7200"],
+    )  # fmt: skip
+    assert row["test"].split()[2] == "cluster-wal-hdd7200" and row["tps_mean"] > 0, row
+    print(f"wal: nvme data, WAL on {row['wal_device']}: {row['tps_mean']:.1f} tps")
+    words = " ".join(drivelab("report", "wal-test", env=env).stdout.split())
+    assert "cluster-wal-hdd7200: the cluster's data on the drive, its WAL on hdd7200" in words
+    # the gate: hdd7200 holds the cluster's WAL, whatever the request says
+    again = [{"name": "hdd7200", "drives": ["hdd7200"], "fs": "xfs"}]
+    refused = playbook("drives.yml", {"candidate_drive_request": again})
+    assert refused.returncode != 0
+    assert "hdd7200: holds PostgreSQL data" in refused.stdout, refused.stdout[-2000:]
+    assert "holds_postgresql_data" in refused.stdout
+    released = playbook("release.yml", {"pgbench_database_release": ["hdd7200"]})
+    assert released.returncode == 0, released.stdout[-2000:]
+    left = on_hosts("db", "pg_lsclusters --no-header; ls -A /srv/drivelab/hdd7200")["dbhost"]
+    assert "drivelab_nvme_wal_hdd7200" not in left and "pg_wal_of_nvme" not in left, left
+    made = playbook("drives.yml", {"candidate_drive_request": again})
+    assert made.returncode == 0, made.stdout[-2000:]
 
 
 def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path, monkeypatch):

@@ -125,3 +125,19 @@ def test_a_serial_alone_does_not_name_one_of_several_namespaces():
         gate.namespace_refusal(WHERE, entry, "nvme0n1", nsid=1, siblings=[], serial="DLNVME0001")
         is None
     )
+
+
+def test_a_wal_directory_on_another_drive_is_postgresql_data_as_the_data_directory_is(tmp_path):
+    """initdb --waldir leaves pg_wal a link to a folder on another drive: that folder is
+    PostgreSQL's data as much as the data directory and its tablespaces are, so the
+    gate's protected paths hold it (a WAL drive is never reformatted under its cluster)."""
+    datadir, wal, space = tmp_path / "data", tmp_path / "other" / "wal", tmp_path / "space"
+    for folder in (datadir / "pg_tblspc", wal, space):
+        folder.mkdir(parents=True)
+    (datadir / "pg_wal").symlink_to(wal)
+    (datadir / "pg_tblspc" / "16384").symlink_to(space)
+    plain = tmp_path / "plain"
+    (plain / "pg_wal").mkdir(parents=True)  # WAL inside its data directory: nothing more
+    assert gate.data_paths([str(datadir), str(plain), str(datadir)]) == [
+        str(datadir), str(space), str(wal), str(plain),
+    ]  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -1418,3 +1419,99 @@ def test_a_weighted_mix_of_built_in_scripts_is_pgbench_b_and_names_the_cell(tmp_
         with pytest.raises(DrivelabError) as err:
             sc.load(write(tmp_path, with_(workload={"scale": [5], "duration": 15, **bad})))
         assert says in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_wal_on_a_drive_of_its_own_is_a_cell_that_makes_both_drives(tmp_path: Path) -> None:
+    """placement {data: cluster, wal: hdd7200}: nvme's cell keeps its cluster's data on
+    nvme and its WAL on hdd7200, both made with the cell's filesystem in one drives
+    stage, named in every name of the cell; hdd7200's own cell of that placement would
+    be placement cluster, so there is none; the cluster has a name of its own, the same
+    the playbooks' filter gives it."""
+    from collector.ansible_plugins.filter.drivelab import drivelab_pg_cluster  # noqa: PLC0415
+
+    doc = with_(placement=["cluster", {"data": "cluster", "wal": "hdd7200"}])
+    cells = sc.expand(sc.load(write(tmp_path, doc)), INVENTORY)
+    assert [c.cell_id for c in cells] == [
+        "nvme-ext4-cluster-s5-h2-tpcb",
+        "nvme-ext4-cluster-wal-hdd7200-s5-h2-tpcb",
+        "hdd7200-ext4-cluster-s5-h2-tpcb",
+    ]
+    wal = cells[1]
+    assert wal.cell.spec.test == "tpcb ext4 cluster-wal-hdd7200 s5 2cl c4 j2 T15"
+    assert [(r["name"], r["drives"], r["fs"]) for r in wal.drive_request] == [
+        ("nvme", ["nvme"], "ext4"), ("hdd7200", ["hdd7200"], "ext4"),
+    ]  # fmt: skip
+    assert wal.cell.spec.wal_drive == "hdd7200" and wal.cell.placement == "cluster"
+    # the filesystems stand together for every cell: one drives stage
+    assert [r["name"] for r in sc.drive_batch(cells)] == ["nvme", "hdd7200"]
+    for c in cells:
+        assert c.cell.cluster == drivelab_pg_cluster(
+            c.cell.drive, c.cell.placement, c.cell.wal_drive or ""
+        )
+    assert wal.cell.cluster == "drivelab_nvme_wal_hdd7200"
+
+
+@pytest.mark.parametrize(
+    ("placement", "says"),
+    [
+        ([{"data": "tablespace", "wal": "hdd7200"}],
+         "placement[0].data: 'tablespace': WAL on a drive of its own needs data: cluster"),
+        ([{"data": "cluster"}], "placement[0].wal: required, missing"),
+        ([{"data": "cluster", "wal": "hdd7200", "size": 1}], "placement[0].size"),
+        ([{"data": "cluster", "wal": "ssd"}, {"data": "cluster", "wal": "ssd"}],
+         "placement: {data: cluster, wal: ssd} listed twice"),
+        ([{"data": "cluster", "wal": "sata9"}],
+         "placement[0].wal: 'sata9' is not a drive of dbhost"),
+    ],
+)  # fmt: skip
+def test_a_wal_drive_out_of_shape_is_one_line_with_its_path(tmp_path, placement, says) -> None:
+    with pytest.raises(DrivelabError) as err:
+        path = write(tmp_path, with_(placement=placement))
+        sc.validate_against_inventory(sc.load(path), INVENTORY, path)
+    assert says in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_wal_drive_that_is_the_only_drive_or_a_raid_member_is_refused(tmp_path) -> None:
+    for doc, says in [
+        (with_(drives=["nvme"], baseline=None, placement=[{"data": "cluster", "wal": "nvme"}]),
+         "placement[0].wal: 'nvme' is the only drive: its data and WAL would share it"),
+        (with_(drives=["nvme"], baseline=None, filesystems=[{"fs": "btrfs"}],
+               raid=[{"name": "r1", "drives": ["ssd", "hdd7200"], "level": "raid1"}],
+               placement=[{"data": "cluster", "wal": "ssd"}]),
+         "placement[0].wal: 'ssd' is a RAID set or one of its members"),
+    ]:  # fmt: skip
+        with pytest.raises(DrivelabError) as err:
+            sc.load(write(tmp_path, doc))
+        assert says in str(err.value), str(err.value)
+
+
+def test_the_playbooks_name_a_wal_cluster_and_find_it_on_either_of_its_drives() -> None:
+    """The DB host's side, called with -e as operators do: a WAL drive beside a
+    tablespace or on the data's own drive is refused in one line; a release of either
+    drive finds the cluster (its data on one, its WAL on the other), and nothing but
+    drivelab's clusters."""
+    from ansible.errors import AnsibleFilterError  # noqa: PLC0415
+
+    from collector.ansible_plugins.filter import drivelab as f  # noqa: PLC0415
+
+    for args, says in [
+        (("nvme", "tablespace", "hdd7200"), "WAL drive hdd7200: needs placement cluster"),
+        (("nvme", "cluster", "nvme"), "WAL drive nvme: is the data's own drive"),
+        (("nvme", "cluster", "../etc"), "WAL drive '../etc': not a drivelab filesystem name"),
+    ]:
+        with pytest.raises(AnsibleFilterError, match=re.escape(says)):
+            f.drivelab_pg_cluster(*args)
+    clusters = [
+        {"cluster": "drivelab_nvme_wal_hdd7200", "pgdata": "/srv/drivelab/nvme/pgdata_wal_hdd7200",
+         "waldir": "/srv/drivelab/hdd7200/pg_wal_of_nvme"},
+        {"cluster": "drivelab_nvme", "pgdata": "/srv/drivelab/nvme/pgdata"},
+        {"cluster": "main", "pgdata": "/srv/drivelab/hdd7200/x"},  # not drivelab's
+        {"cluster": "drivelab", "pgdata": "/var/lib/postgresql/17/drivelab"},
+    ]  # fmt: skip
+    assert f.drivelab_clusters_on(clusters, ["hdd7200"], "/srv/drivelab") == [
+        "drivelab_nvme_wal_hdd7200"
+    ]
+    assert f.drivelab_clusters_on(clusters, ["nvme"], "/srv/drivelab/") == [
+        "drivelab_nvme", "drivelab_nvme_wal_hdd7200",
+    ]  # fmt: skip
+    assert f.drivelab_clusters_on(clusters, ["hdd"], "/srv/drivelab") == []

@@ -41,7 +41,7 @@ def _run(rep: int, *clients: ClientResult, status=RunStatus.COMPLETE) -> RunReco
 
 def test_new_store_has_the_current_schema(store_target):
     with Store.open(store_target) as s:
-        assert s.version() == SCHEMA_VERSION == 4
+        assert s.version() == SCHEMA_VERSION == 5
         assert s.scenarios() == []
     with Store.open(store_target) as s:  # reopening migrates nothing
         assert s.version() == SCHEMA_VERSION
@@ -302,7 +302,7 @@ def test_a_version_2_store_is_upgraded_and_reads_back_the_same(tmp_path):
                  mount_options="noatime"),
     ]  # fmt: skip
     with Store.open(path) as s:
-        assert s.version() == SCHEMA_VERSION == 4
+        assert s.version() == SCHEMA_VERSION == 5
         cells = s.cells(1)
         assert [spec for _, spec in cells] == expected
         assert [spec.key for _, spec in cells] == [
@@ -320,8 +320,15 @@ def test_a_version_2_store_is_upgraded_and_reads_back_the_same(tmp_path):
         assert cid not in {c for c, _ in cells}
         assert s.cells(1)[-1] == (cid, with_set)
         assert s.add_cell(1, expected[1]) == cells[1][0]
+        # version 5: an old cell's WAL was where its placement kept it; a cell with its
+        # WAL on a drive of its own is a new cell, its drive read back
+        assert all(spec.wal_drive is None for _, spec in cells)
+        wal = replace(expected[1], placement="cluster", wal_drive="nvme")
+        assert wal.key == "hdd tpcb ext4 cluster-wal-nvme s20 2cl c4"
+        wid = s.add_cell(1, wal)
+        assert s.cells(1)[-1] == (wid, wal)
     with Store.open(path) as s:  # reopened: nothing to migrate, the same cells
-        assert s.version() == 4 and len(s.cells(1)) == 3
+        assert s.version() == 5 and len(s.cells(1)) == 4
 
 
 #: the tables of a version-3 store, parents first
@@ -370,7 +377,7 @@ def _version_3_copy(source, target) -> None:
         step(cur) if callable(step) else cur.execute(step)
     cur.execute("INSERT INTO schema_version VALUES (3)")
     for table in V3_TABLES:
-        keep = [i for i, c in enumerate(columns[table]) if c != "controller"]
+        keep = [i for i, c in enumerate(columns[table]) if c not in ("controller", "wal_drive")]
         names = ", ".join(columns[table][i] for i in keep)
         cur.executemany(
             f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(keep))})",  # noqa: S608
@@ -387,7 +394,7 @@ def _version_3_copy(source, target) -> None:
 
 def test_a_version_3_store_is_upgraded_and_reads_back_the_same(results_store, tmp_path, request):
     """The realistic store as schema version 3 held it (no controller, no claims), on
-    either backend: opened by this drivelab it is version 4, every read gives what it
+    either backend: opened by this drivelab it is version 5, every read gives what it
     gave, its runs' controller is '' (not known), and a run recorded now has this host."""
     if isinstance(results_store, Path):
         v3 = tmp_path / "v3.db"
@@ -397,7 +404,7 @@ def test_a_version_3_store_is_upgraded_and_reads_back_the_same(results_store, tm
     with Store.open(results_store, create=False) as original:
         expected = _dump(original)
     with Store.open(v3, controller="ctl-b") as s:
-        assert s.version() == SCHEMA_VERSION == 4
+        assert s.version() == SCHEMA_VERSION == 5
         assert _dump(s) == expected
         cells = s.cells(s.scenario(SCENARIO).id)
         assert {r.controller for cid, _ in cells for r in s.runs(cid)} == {""}
@@ -405,7 +412,7 @@ def test_a_version_3_store_is_upgraded_and_reads_back_the_same(results_store, tm
         assert s.runs(cells[0][0])[-1].id == new
         assert s.runs(cells[0][0])[-1].controller == "ctl-b"
     with Store.open(v3) as s:  # reopened: nothing to migrate
-        assert s.version() == 4 and _count(v3, "schema_version") == 1
+        assert s.version() == 5 and _count(v3, "schema_version") == 1
 
 
 def test_samples_by_prefix_are_exact_on_both_backends(store_target):

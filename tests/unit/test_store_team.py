@@ -284,7 +284,7 @@ def test_two_controllers_writing_different_scenarios_at_once(pg_cluster):
     uri = pg_cluster.new_database()
     _finish(_writers(uri, ["team-a", "team-b"], reps=10))
     with Store.open(uri, create=False) as s:
-        assert s.version() == 4
+        assert s.version() == 5
         assert [i.name for i in sorted(s.scenarios(), key=lambda i: i.name)] == [
             "team-a",
             "team-b",
@@ -611,6 +611,26 @@ def test_import_merges_runs_into_a_store_that_has_others(results_db, store_targe
         assert [c.tps for c in s.client_results(s.runs(cells[0][0])[0].id)] == [5.0]
         assert [len(s.runs(cid)) for cid, _ in cells] == [1, 3, 3]
         assert all(len(s.client_results(r.id)) == 2 for cid, _ in cells[1:] for r in s.runs(cid))
+
+
+def test_a_document_from_before_the_wal_drive_column_imports_the_same(results_db, tmp_path):
+    """A document exported by a drivelab of schema version 4 has no cells.wal_drive: it
+    imports, its cells' WAL where their placement kept it, and reports as today's does."""
+    doc = tmp_path / "export.json"
+    assert cli.main(["export", "--db", str(results_db), "-o", str(doc)]) == 0
+    data = json.loads(doc.read_text())
+    at = data["columns"]["cells"].index("wal_drive")
+    data["columns"]["cells"].pop(at)
+    for row in data["scenarios"][0]["cells"]:
+        row.pop(at)
+    data["schema_version"] = 4
+    doc.write_text(json.dumps(data))
+    assert cli.main(["import", str(doc), "--db", str(tmp_path / "old.db")]) == 0
+    with Store.open(tmp_path / "old.db") as s:
+        cells = s.cells(s.scenario(SCENARIO).id)
+        assert len(cells) == 2 and all(spec.wal_drive is None for _, spec in cells)
+    want = _report_json(results_db, tmp_path / "want.json")
+    assert _report_json(tmp_path / "old.db", tmp_path / "old-report.json") == want
 
 
 @pytest.mark.parametrize(

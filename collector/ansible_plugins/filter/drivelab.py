@@ -328,6 +328,53 @@ def drivelab_preflight_request(request, drives, pattern):
     return bad
 
 
+#: a name of drivelab's filesystems on the DB host (its mount point's folder)
+_FS_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+def drivelab_pg_cluster(filesystem, placement="tablespace", wal_drive=""):
+    """The PostgreSQL cluster a cell's databases live in: drivelab's own (tablespace
+    placement), ``drivelab_<filesystem>`` (its data directory on the drive), or
+    ``drivelab_<filesystem>_wal_<wal drive>`` (its data there, its WAL on the other
+    drive): collector.cell.Cell.cluster names it the same way (a unit test holds them
+    together). A WAL drive beside a tablespace, or on the data's own drive, is refused:
+    a tablespace's WAL is its cluster's, and one drive for both is placement cluster."""
+    wal = str(wal_drive or "")
+    if placement not in ("tablespace", "cluster"):
+        raise AnsibleFilterError(f"placement {placement!r}: tablespace or cluster")
+    for what, name in (("filesystem", filesystem), ("WAL drive", wal)):
+        if (name or what == "filesystem") and not _FS_NAME.fullmatch(str(name)):
+            raise AnsibleFilterError(f"{what} {name!r}: not a drivelab filesystem name")
+    if wal and placement != "cluster":
+        raise AnsibleFilterError(
+            f"WAL drive {wal}: needs placement cluster"
+            " (a tablespace's WAL is drivelab's own cluster's)"
+        )
+    if wal == filesystem:
+        raise AnsibleFilterError(
+            f"WAL drive {wal}: is the data's own drive (that is placement cluster)"
+        )
+    if placement == "tablespace":
+        return "drivelab"
+    return f"drivelab_{filesystem}" + (f"_wal_{wal}" if wal else "")
+
+
+def drivelab_clusters_on(clusters, filesystems, mount_root):
+    """Of ``pg_lsclusters --json``'s clusters, the names of drivelab's (``drivelab_...``)
+    whose data directory or WAL folder lies on one of drivelab's ``filesystems`` (mounted
+    at ``<mount_root>/<name>``): what must be dropped before those are reformatted."""
+    roots = [f"{str(mount_root).rstrip('/')}/{name}/" for name in filesystems]
+    found = []
+    for c in clusters if _is_list(clusters) else []:
+        name = str(c.get("cluster") or "") if isinstance(c, Mapping) else ""
+        dirs = [str(c.get(k) or "") for k in ("pgdata", "waldir")] if name else []
+        if name.startswith("drivelab_") and any(
+            d and (d.rstrip("/") + "/").startswith(r) for d in dirs for r in roots
+        ):
+            found.append(name)
+    return sorted(set(found))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -341,4 +388,6 @@ class FilterModule:
             "drivelab_lease_gone": drivelab_lease_gone,
             "drivelab_preflight_drives": drivelab_preflight_drives,
             "drivelab_preflight_request": drivelab_preflight_request,
+            "drivelab_pg_cluster": drivelab_pg_cluster,
+            "drivelab_clusters_on": drivelab_clusters_on,
         }

@@ -309,12 +309,23 @@ def pg_paths():
             cwd = os.readlink(f"/proc/{pid}/cwd")
             if os.path.exists(os.path.join(cwd, "PG_VERSION")):
                 datadirs.append(cwd)
+    return data_paths(datadirs)
+
+
+def data_paths(datadirs):
+    """Each data directory, its tablespaces and its WAL directory where that lies
+    elsewhere (``pg_wal``, before version 10 ``pg_xlog``, a link to another folder:
+    initdb --waldir, which puts the WAL on another drive that is PostgreSQL's data too)."""
     paths = []
     for datadir in dict.fromkeys(datadirs):
         paths.append(datadir)
         tblspc = os.path.join(datadir, "pg_tblspc")
         with contextlib.suppress(OSError):
             paths += [os.path.realpath(os.path.join(tblspc, t)) for t in os.listdir(tblspc)]
+        for wal in ("pg_wal", "pg_xlog"):
+            link = os.path.join(datadir, wal)
+            if os.path.islink(link):
+                paths.append(os.path.realpath(link))
     return paths
 
 

@@ -13,6 +13,8 @@ variable, never into the SQL text."""
 
 from __future__ import annotations
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.drivelab_memory import memory
 from ansible.module_utils.drivelab_psql import PsqlError, json_value
@@ -51,6 +53,33 @@ SELECT json_build_object(
 """
 
 
+def wal_device(datadir):
+    """Where the cluster's WAL lives, as a device: its folder (``pg_wal``, a link to
+    another drive's folder after initdb --waldir), the filesystem's device numbers, the
+    block device they name (None on one that is not a block device: an overlay, tmpfs)
+    and the mount point above the folder."""
+    if not datadir:
+        return None
+    path = os.path.realpath(os.path.join(datadir, "pg_wal"))
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    majmin = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    try:
+        device = "/dev/" + os.path.basename(os.readlink(f"/sys/dev/block/{majmin}"))
+    except OSError:
+        device = None
+    mount = None
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        for line in fh:
+            point = line.split(" - ")[0].split()[4].replace("\\040", " ")
+            inside = (path.rstrip("/") + "/").startswith(point.rstrip("/") + "/")
+            if inside and (mount is None or len(point) >= len(mount)):
+                mount = point
+    return {"path": path, "majmin": majmin, "device": device, "mount": mount}
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -80,7 +109,11 @@ def main():
         facts = json_value(module, p["port"], p["socket"], sql, variables)
     except PsqlError as err:
         module.fail_json(msg=f"database facts, cluster on port {p['port']}: {err}")
-    module.exit_json(changed=bool(marked), marked=marked, **facts, **memory())
+    datadir = next(
+        (s["value"] for s in facts.get("settings") or () if s["name"] == "data_directory"), None
+    )
+    module.exit_json(changed=bool(marked), marked=marked, wal_device=wal_device(datadir), **facts,
+                     **memory())  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -465,6 +465,10 @@ def main():
         "cpu": cpu(),
         "storage": storage(module, path),
     }
+    wal = os.path.join(extra["postgresql"]["data_directory"], "pg_wal") if extra else None
+    if wal and os.path.islink(wal):
+        # initdb --waldir: the WAL on a drive of its own, recorded as the data's storage is
+        environment["wal"] = storage(module, os.path.realpath(wal))
     if p["snapshot_sql"]:  # last: as close to the clients' start as the module gets
         try:
             extra["snapshot"] = json_row(module, p["port"], p["socket"], p["snapshot_sql"])
