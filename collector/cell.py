@@ -22,6 +22,8 @@ from collector.records import CellSpec
 MODES = ("tpcb", "select-only", "simple-update", "custom")
 #: pgbench's built-in scripts, as a weighted mix names them (-b name@weight)
 BUILTINS = ("tpcb-like", "simple-update", "select-only")
+#: a mix's word for the scenario's own script (``workload.script``: -f file@weight)
+MIX_SCRIPT = "script"
 #: what each client keeps of its transactions: -l, -l --sampling-rate, --aggregate-interval
 LOGS = ("full", "sampled", "aggregate", "none")
 #: drivelab's own cluster on the system disk: provisioning makes it, a tablespace

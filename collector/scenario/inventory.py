@@ -250,8 +250,8 @@ def _check_script_shell(s: Scenario, inventory: dict[str, Any], source: str) -> 
     every client's inventory allows it (the clients' pgbench_run role refuses the same on
     its own)."""
     script = s.workload.script
-    if s.workload.mode != "custom" or not script or not Path(script).is_absolute():
-        return  # no script, or one not resolved against its scenario's folder
+    if not script or not Path(script).is_absolute():
+        return  # no script (mode custom, or a mix that weighs it), or one not resolved
     try:
         text = Path(script).read_text(encoding="utf-8", errors="replace")
     except OSError as err:

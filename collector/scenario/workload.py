@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from collector.cell import BUILTINS, LOGS, MODES
+from collector.cell import BUILTINS, LOGS, MIX_SCRIPT, MODES
 from collector.scenario.fields import Strict, _axis
 from collector.scenario.rules import SCRIPT_PATH, Argument
 from collector.scenario.wording import PathError, _show
@@ -34,6 +34,10 @@ class RateTarget(Strict):
         return self
 
 
+#: a mix's words: pgbench's built-in scripts, and the scenario's own script
+MixWord = Literal[(*BUILTINS, MIX_SCRIPT)]  # type: ignore[valid-type]
+
+
 class Workload(Strict):
     scale: _axis(1, 100_000)
     #: pgbench -c of each client host; a list is an axis (a client sweep: one cell per
@@ -45,9 +49,10 @@ class Workload(Strict):
     transactions: int | None = Field(None, gt=0, le=1_000_000_000)
     mode: Literal[MODES] = "tpcb"  # type: ignore[valid-type]
     protocol: Literal["simple", "extended", "prepared"] = "simple"  # pgbench -M
-    #: a weighted mix of pgbench's built-in scripts (-b name@weight), in place of mode
-    mix: dict[Literal[BUILTINS], Annotated[int, Field(ge=1, le=1000)]] | None = Field(  # type: ignore[valid-type]
-        None, min_length=1, max_length=3
+    #: a weighted mix of pgbench's built-in scripts (-b name@weight) and the scenario's
+    #: own script (``script: N``: -f file@N), in place of mode
+    mix: dict[MixWord, Annotated[int, Field(ge=1, le=1000)]] | None = Field(
+        None, min_length=1, max_length=4
     )
     script: str | None = None
     #: pgbench -R (transactions/s), 0: unthrottled; a list is an axis (one cell per value)
@@ -91,10 +96,16 @@ class Workload(Strict):
                 "give duration (seconds, -T) or transactions (-t), one of them"
                 + (", not both" if self.duration is not None else "")
             )
+        weighted = MIX_SCRIPT in (self.mix or {})
         if self.mode == "custom" and not self.script:
             raise ValueError("mode: custom needs script: (a pgbench script file)")
-        if self.mode != "custom" and self.script:
-            raise ValueError(f"script is only for mode: custom (mode is {self.mode})")
+        if weighted and not self.script:
+            raise PathError("mix.script", "needs script: (the pgbench script file it weighs)")
+        if self.mode != "custom" and self.script and not weighted:
+            raise ValueError(
+                f"script is only for mode: custom or a mix that weighs it (mix: {{script: N}};"
+                f" mode is {self.mode})"
+            )
         if self.mix and self.mode != "tpcb":
             raise PathError("mix", f"a mix is in place of mode: leave mode out (it is {self.mode})")
         return self

@@ -671,31 +671,38 @@ AXES = """\
       threads: 1
       duration: 5
       protocol: prepared
-      mix: {tpcb-like: 9, select-only: 1}
+      mix: {tpcb-like: 8, select-only: 1, script: 1}
+      script: reads.sql
     hosts: [2]
     repetitions: 1
     retries: 0
 """
 #: the variants' names, in the file's order
 VARIANTS = ("xfs-su128", "xfs")
+MIX = "btpcb-like@8+select-only@1+script@1"
+#: the mix's own script: one account's balance read (select-only's read, by -f)
+READS = "\\set aid random(1, 100000 * :scale)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n"
 
 
 def test_variants_and_a_client_sweep_are_stored_apart_and_reported_with_the_knee(lab2, tmp_path):
     """Two XFS variants on nvme (seed 004's stripe unit and width, 128 MiB log and
     logbufs=8, and a plain one), each with three counts of -c (given out of order) from two
-    client hosts, -M prepared, a 9:1 mix of the TPC-B-like and select-only scripts: six cells, each run with its -c and -M prepared on its own
+    client hosts, -M prepared, an 8:1:1 mix of the TPC-B-like and select-only scripts and
+    the scenario's own (-f reads.sql@1): six cells, each run with its -c, -M prepared and
+    the mix on its own
     variant (the drive made again between them, its device facts carrying its options);
     the report tells the variants apart, and each one's curve lists its counts by
     connections (2, 4, 8) with the knee the knee rule makes of the curve."""
     scenario = tmp_path / "axes-test.yml"
     scenario.write_text(textwrap.dedent(AXES))
+    (tmp_path / "reads.sql").write_text(READS)
     env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"))
     proc = drivelab_run(scenario, env)
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out[-3000:]
     runs = tmp_path / "results" / "runs" / "axes-test"
     assert sorted(p.name for p in runs.iterdir()) == sorted(
-        f"nvme-{fs}-tablespace-s2-h2-mix-Mprepared-btpcb-like9-select-only1-c{c}j1"
+        f"nvme-{fs}-tablespace-s2-h2-mix-Mprepared-btpcb-like8-select-only1-script1-c{c}j1"
         for fs in VARIANTS
         for c in (1, 2, 4)
     )
@@ -711,7 +718,7 @@ def test_variants_and_a_client_sweep_are_stored_apart_and_reported_with_the_knee
     finally:
         con.close()
     assert [key for key, *_ in ran] == [
-        f"nvme mix {fs} tablespace s2 2cl c{c} j1 T5 Mprepared btpcb-like@9+select-only@1"
+        f"nvme mix {fs} tablespace s2 2cl c{c} j1 T5 Mprepared {MIX}"
         for fs in VARIANTS
         for c in (4, 1, 2)
     ]
@@ -721,7 +728,8 @@ def test_variants_and_a_client_sweep_are_stored_apart_and_reported_with_the_knee
             assert argv[argv.index("-c") + 1] == key.split()[6][1:], (key, argv)
             assert argv[argv.index("-M") + 1] == "prepared", argv
             at = [i for i, w in enumerate(argv) if w == "-b"]
-            assert [argv[i + 1] for i in at] == ["tpcb-like@9", "select-only@1"], argv
+            assert [argv[i + 1] for i in at] == ["tpcb-like@8", "select-only@1"], argv
+            assert argv[argv.index("-f") + 1].endswith("/script.sql@1"), argv
         made = json.loads(device)
         striped = key.split()[2] == "xfs-su128"
         assert (
@@ -742,7 +750,7 @@ def test_variants_and_a_client_sweep_are_stored_apart_and_reported_with_the_knee
     lines = [line.rstrip() for line in words.splitlines()]
     said = " ".join(words.split())
     for fs in VARIANTS:
-        test = f"mix {fs} tablespace s2 2cl T5 Mprepared btpcb-like@9+select-only@1"
+        test = f"mix {fs} tablespace s2 2cl T5 Mprepared {MIX}"
         curve = [r for r in doc["client_sweeps"] if r["test"] == test]
         assert [r["connections"] for r in curve] == [2, 4, 8], doc["client_sweeps"]
         points = [Point(r["connections"], r["tps"], r["latency_p99_s"]) for r in curve]

@@ -49,6 +49,7 @@ def test_the_argv_is_the_one_a_lab_run_recorded():
         ({"protocol": "extended", "mode": "select-only"}, ["-S", "-M", "extended"], []),
         ({"protocol": "simple"}, [], ["-M"]),
         ({"mix": ["tpcb-like@9", "select-only@1"]}, ["-b tpcb-like@9 -b select-only@1"], ["-S"]),
+        ({"mix": ["tpcb-like@4", "script@1"]}, [f"-b tpcb-like@4 -f {RUN['script']}@1"], ["-S"]),
     ],
 )
 def test_each_setting_is_its_pgbench_option(change, has, lacks):
@@ -69,6 +70,8 @@ def test_a_silent_server_is_given_up_after_the_peer_timeout():
     [
         ({"mix": ["tpcb-like@9; rm -rf /"]}, "not <built-in script>@<weight>"),
         ({"mix": ["select-only@0"]}, "not <built-in script>@<weight>"),
+        ({"mix": ["script@1x"]}, "or script@<weight>"),
+        ({"mix": ["/etc/passwd@1"]}, "or script@<weight>"),
         (
             {"mix": ["tpcb-like@1"], "mode": "select-only"},
             "in place of a mode, not beside select-only",

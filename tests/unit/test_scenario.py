@@ -1515,3 +1515,26 @@ def test_the_playbooks_name_a_wal_cluster_and_find_it_on_either_of_its_drives() 
         "drivelab_nvme", "drivelab_nvme_wal_hdd7200",
     ]  # fmt: skip
     assert f.drivelab_clusters_on(clusters, ["hdd"], "/srv/drivelab") == []
+
+
+def test_a_mix_may_weigh_the_scenarios_own_script_beside_built_in_ones(tmp_path: Path) -> None:
+    """mix {tpcb-like: 4, script: 1} with workload.script: -b tpcb-like@4 and -f the
+    file@1, the file resolved beside the scenario and named by the word in the cell; a
+    script weighed by no mix and not mode custom, or a mix's script with no file, is
+    one line with its path."""
+    (tmp_path / "reads.sql").write_text("\\set aid random(1, 100000 * :scale)\nSELECT 1;\n")
+    doc = with_(workload={"scale": [5], "duration": 15, "script": "reads.sql",
+                          "mix": {"tpcb-like": 4, "script": 1}})  # fmt: skip
+    cell = sc.expand(sc.load(write(tmp_path, doc)), INVENTORY)[0].cell
+    extra = cell.pgbench.extra_vars()
+    assert extra["pgbench_run_mix"] == ["tpcb-like@4", "script@1"]
+    assert extra["pgbench_run_script"] == str((tmp_path / "reads.sql").resolve())
+    assert extra["pgbench_run_mode"] == "tpcb"
+    assert cell.cell_id == "nvme-ext4-tablespace-s5-h2-mix-btpcb-like4-script1"
+    for bad, says in [
+        ({"mix": {"script": 1}}, "workload.mix.script: needs script:"),
+        ({"script": "reads.sql"}, "script is only for mode: custom or a mix that weighs it"),
+    ]:  # fmt: skip
+        with pytest.raises(DrivelabError) as err:
+            sc.load(write(tmp_path, with_(workload={"scale": [5], "duration": 15, **bad})))
+        assert says in str(err.value) and "\n" not in str(err.value), str(err.value)

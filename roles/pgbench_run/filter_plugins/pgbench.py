@@ -22,8 +22,9 @@ MODES = {
     "custom": ["-f", "{script}"],
 }
 
-#: one item of a mix of built-in scripts (-b): a script pgbench has, and a weight
-MIX = re.compile(r"(tpcb-like|simple-update|select-only)@[1-9][0-9]{0,3}")
+#: one item of a mix (-b): a script pgbench has, and a weight; or ``script@<weight>``,
+#: the run's own script (-f <the copied script>@<weight>)
+MIX = re.compile(r"(tpcb-like|simple-update|select-only|script)@[1-9][0-9]{0,3}")
 
 #: pgbench's options for each per-transaction log
 LOGS = {
@@ -63,8 +64,11 @@ def drivelab_pgbench_argv(run: dict) -> list[str]:
         raise AnsibleFilterError(f"pgbench mix {mix!r}: in place of a mode, not beside {mode}")
     for item in mix:  # a word that goes into pgbench's argv: its shape checked here
         if not isinstance(item, str) or not MIX.fullmatch(item):
-            raise AnsibleFilterError(f"pgbench mix item {item!r}: not <built-in script>@<weight>")
-        argv += ["-b", item]
+            raise AnsibleFilterError(
+                f"pgbench mix item {item!r}: not <built-in script>@<weight> or script@<weight>"
+            )
+        name, weight = item.split("@")
+        argv += ["-b", item] if name != "script" else ["-f", f"{words['script']}@{weight}"]
     argv += [word.format(**words) for word in MODES[run["mode"]]]
     if run.get("protocol", "simple") != "simple":
         argv += ["-M", str(run["protocol"])]  # the role's argument spec allows its words
