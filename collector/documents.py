@@ -69,9 +69,13 @@ class Cell(_Closed):
     checkpoint_in_window: bool
     caveats: str | None = Field(
         description="the caveats' codes, space-separated (client_bound, cache_not_defeated,"
-        " checkpoint, physics, emulated_cpu): the row's marks c m k p e"
+        " checkpoint, physics, emulated_cpu, unsteady): the row's marks c m k p e t"
     )
     wal_placement: str | None
+    drift: str | None = Field(
+        description="the cell's repetitions trend (tps falling or rising with the repetition"
+        " number beyond the noise: docs/telemetry.md), in words; null: no trend found"
+    )
     wal_drive: str | None = Field(description="the drive that held the WAL, when not the data's")
     wal_device: str | None = Field(
         description="the block device the WAL was on, as the DB host's kernel named it"

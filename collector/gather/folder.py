@@ -38,7 +38,7 @@ from collector.runfolder import (
     RunMeta,
     load_json,
 )
-from collector.stats import latency
+from collector.stats import drift, latency
 from collector.stats import tps as stats
 from collector.verdicts import environment, physics
 
@@ -225,6 +225,11 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
     facts["physics"] = physics.gather_facts(
         meta.cell, meta.pgbench.get("mode"), db_facts, dev, results
     )
+    series = tuple(p for c in clients for p in c.series)
+    window = stats.run_stats(results, series, status=status, reason=reason).window
+    spans = {r.client: (r.start, r.end) for r in results if None not in (r.start, r.end)}
+    trend = drift.run_trend(series, window, spans)  # still rising or falling through the window
+    facts[drift.FACT] = trend.to_fact() if trend is not None else None
     ends = [c.command["ended_at"] for c in clients if isinstance(c.command.get("ended_at"), NUMBER)]
     raw = _run_raw_outputs(run_dir, meta) + [r for c in clients for r in c.raw]
     record = RunRecord(
@@ -240,7 +245,7 @@ def gather_run(run_dir: Path | str) -> GatheredRun:
             for c in clients
             if isinstance(c.command.get("argv"), list)
         ),
-        series=tuple(p for c in clients for p in c.series),
+        series=series,
         raw_outputs=tuple(raw),
         samples=tuple(samples),
         facts=facts,

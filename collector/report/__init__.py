@@ -12,6 +12,7 @@ from typing import Any
 
 from collector.errors import DrivelabError
 from collector.records import LatencyHistogram, RunStatus, Sample, SeriesPoint
+from collector.stats import drift
 from collector.stats import tps as stats
 from collector.store import Fact, ScenarioInfo, Store
 from collector.verdicts import caveats as caveat
@@ -61,6 +62,12 @@ class CellView:
     @property
     def caveat_codes(self) -> tuple[str, ...]:
         return tuple(c.code for c in self.caveats)
+
+    @property
+    def drift(self) -> str | None:
+        """Its complete repetitions' trend in words (:mod:`collector.stats.drift`), or None."""
+        found = drift.repetition_trend(self.stats.tps_values)
+        return drift.repetition_words(found) if found is not None else None
 
     @property
     def cache_defeated(self) -> bool | None:
@@ -338,6 +345,7 @@ def cell_rows(view: ScenarioView) -> list[dict]:
                 "checkpoint_in_window": caveat.CHECKPOINT in cv.caveat_codes,
                 "caveats": " ".join(cv.caveat_codes) or None,
                 "wal_placement": cv.database.get("wal_placement"),
+                "drift": cv.drift,
                 "wal_drive": cs.spec.wal_drive,
                 "wal_device": (cv.database.get("db_wal_device") or {}).get("device"),
             }

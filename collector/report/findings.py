@@ -267,8 +267,10 @@ def search_lines(view: ScenarioView) -> list[str]:
 
 
 def warnings(view: ScenarioView) -> list[str]:
-    """One line per cell whose runs carry a database warning (fits in RAM)."""
-    return [f"{label(view, cv)}: {w}" for cv in view.cells for w in cv.warnings]
+    """One line per cell whose runs carry a database warning (fits in RAM), then one per
+    cell whose repetitions drift."""
+    out = [f"{label(view, cv)}: {w}" for cv in view.cells for w in cv.warnings]
+    return out + [f"{label(view, cv)}: {cv.drift}" for cv in view.cells if cv.drift]
 
 
 #: a launch this long after the start instant means its client got the instant late

@@ -14,7 +14,10 @@ Read from a run's stored facts (``drivelab gather``'s run facts), nothing else:
 - ``physics``: a physics check of the run at warning level (run facts ``physics`` and
   ``physics_iops``, :mod:`collector.verdicts.physics`): the figure is beyond what the
   drive can do, or below what its pre-test showed;
-- ``emulated_cpu``: the DB host a qemu VM without acceleration (run fact ``lab``).
+- ``emulated_cpu``: the DB host a qemu VM without acceleration (run fact ``lab``);
+- ``unsteady``: the run's per-second tps still rising or falling through its window
+  (run fact ``tps_trend``, :mod:`collector.stats.drift`): too short a run to show the
+  drive's steady rate.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ CACHE_NOT_DEFEATED = "cache_not_defeated"
 CHECKPOINT = "checkpoint"
 PHYSICS = "physics"
 EMULATED_CPU = "emulated_cpu"
+UNSTEADY = "unsteady"
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,13 @@ KINDS: tuple[Kind, ...] = (
         "emulated CPU",
         "emulated CPU: the DB host was a VM under TCG: this measured the emulation",
     ),
+    Kind(
+        UNSTEADY,
+        "t",
+        "tps still changing through the run",
+        "trend: tps was still rising or falling through the run's window: the run was too"
+        " short to show the drive's steady rate",
+    ),
 )
 BY_CODE = {k.code: k for k in KINDS}
 
@@ -99,6 +110,8 @@ def run_caveats(facts: Mapping[str, Any]) -> tuple[str, ...]:
     lab = facts.get("lab")
     if isinstance(lab, Mapping) and lab.get("accel") == "tcg":
         found.add(EMULATED_CPU)
+    if isinstance(facts.get("tps_trend"), Mapping):
+        found.add(UNSTEADY)
     return tuple(k.code for k in KINDS if k.code in found)
 
 

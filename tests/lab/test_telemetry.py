@@ -215,16 +215,20 @@ def _caveats_marked(out: str, db: Path, tmp_path: Path) -> None:
     assert cells["s2"]["cache_defeated"] is False and cells["s20"]["cache_defeated"] is True
     with Store.open(db, create=False) as store:
         sid = store.scenario("telemetry-test").id
-        bound = {
-            spec.test.split()[3]: any(
-                f.value for r in store.runs(cid) for f in store.facts(sid, r.id)
-                if f.scope == "run" and f.key == "client_bound"
-            )
-            for cid, spec in store.cells(sid)
-        }  # fmt: skip
+        bound, trend = (
+            {
+                spec.test.split()[3]: any(
+                    f.value for r in store.runs(cid) for f in store.facts(sid, r.id)
+                    if f.scope == "run" and f.key == key
+                )
+                for cid, spec in store.cells(sid)
+            }
+            for key in ("client_bound", "tps_trend")
+        )  # fmt: skip
     for scale, cell in cells.items():
         assert cell["client_bound"] is bound[scale], (scale, cell)
-        marks = ["c"] * bound[scale] + ["m"] * (scale == "s2")
+        # a run still rising or falling through its window (the cache warming) carries [t]
+        marks = ["c"] * bound[scale] + ["m"] * (scale == "s2") + ["t"] * trend[scale]
         # the table's row: the drive, its marks, the test's own word (the scale)
         row = next(
             line

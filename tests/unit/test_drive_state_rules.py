@@ -1,0 +1,104 @@
+"""The steady-state rule of SNIA's PTS (a window of five rounds; its range within 20 %
+and its fitted line's excursion within 10 % of its mean) and the drift flags (a trend
+across repetitions, a run still rising or falling through its window), on worked
+examples whose figures are computed here by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.records import SeriesPoint
+from collector.stats import drift
+from collector.stats.steadystate import Rule, first_steady, judge
+
+#: an SSD after preconditioning: fast at first, settling at about 6,000 IOPS
+SETTLING = [9000, 7000, 6100, 6000, 5950, 6050, 5980, 6020]
+
+
+def test_a_series_that_settles_is_steady_at_the_first_window_that_holds():
+    # rounds 2-6: 7000 6100 6000 5950 6050, mean 6220: range 1050 (16.9 %) holds, but the
+    # fitted slope is -205 per round, 820 across the window: 13.2 % > 10 %
+    w = judge(SETTLING, 6)
+    assert (round(w.range_frac, 3), round(w.excursion_frac, 3)) == (0.169, 0.132)
+    assert w.range_ok and not w.slope_ok
+    # rounds 3-7: 6100 6000 5950 6050 5980, mean 6016: range 150 (2.5 %), slope -19 per
+    # round (76 across, 1.3 %): steady at round 7
+    verdict = first_steady(SETTLING)
+    assert (verdict.steady, verdict.round, verdict.rounds) == (True, 7, 8)
+    assert round(verdict.last.range_frac, 4) == 0.0249
+    assert round(verdict.last.excursion_frac, 4) == 0.0126
+    assert verdict.words().startswith("steady after 7 rounds (range 2.5 % and excursion 1.3 %")
+
+
+def test_a_series_that_swings_fails_on_range_alone():
+    # 5000 8000 5000 8000 5000: mean 6200, range 3000 (48 %); the fitted line is flat
+    verdict = first_steady([5000, 8000, 5000, 8000, 5000])
+    assert not verdict.steady and verdict.round is None
+    assert verdict.last.slope_ok and not verdict.last.range_ok
+    assert round(verdict.last.range_frac, 3) == 0.484 and verdict.last.excursion_frac == 0
+    assert "fails on range: range 48.4 % and excursion 0.0 %" in verdict.words()
+
+
+def test_a_series_that_still_climbs_fails_on_slope_alone():
+    # 6000 6250 6500 6750 7000: mean 6500, range 1000 (15.4 %) within 20 %, but the line
+    # climbs 250 a round, 1000 across the window: 15.4 % > 10 %
+    verdict = first_steady([6000, 6250, 6500, 6750, 7000])
+    assert not verdict.steady and verdict.last.range_ok and not verdict.last.slope_ok
+    assert round(verdict.last.excursion_frac, 3) == 0.154
+    assert "fails on slope" in verdict.words()
+
+
+def test_the_window_and_limits_are_the_rules():
+    assert first_steady([100, 100, 100]).words() == "not steady: 3 rounds, fewer than a window"
+    assert first_steady([100, 100, 100], Rule(window=3)).round == 3
+    # a wider range allowed: the swinging series holds
+    assert first_steady([5000, 8000, 5000, 8000, 5000], Rule(range_pct=50)).steady
+    with pytest.raises(ValueError, match=r"mean 0\.0, not above 0"):
+        judge([0, 0, 0, 0, 0], 5)
+
+
+def test_repetitions_that_fall_are_drift_and_noise_is_not():
+    # every one below the one before: Kendall's tau -1, exact p 2/720 = 0.0028; the
+    # Theil-Sen slope (the median of the 15 pairwise slopes) -27.5 a repetition, 137.5
+    # across five steps: 14.9 % of the mean 920.8
+    falling = [1000, 960, 930, 905, 880, 850]
+    t = drift.repetition_trend(falling)
+    assert t is not None and t.direction == "fell" and t.n == 6
+    assert round(t.p, 4) == 0.0028 and round(t.change, 3) == -0.149
+    assert drift.repetition_words(t).startswith(
+        "tps fell 15 % across 6 repetitions (Kendall's p 0.003)"
+    )
+    assert drift.repetition_trend([1000, 1030, 990, 1010, 1000, 1020]) is None  # noise
+    assert drift.repetition_trend([1000, 900, 800, 700]) is None  # 4: no order reaches p < 0.05
+    # a steady fall too small to matter (1 % across): not flagged
+    assert drift.repetition_trend([1000, 998, 996, 994, 992, 990]) is None
+
+
+def _series(rates: list[float], start: float = 100.0) -> list[SeriesPoint]:
+    return [SeriesPoint("client1", start + i, 1.0, r) for i, r in enumerate(rates)]
+
+
+def test_a_run_still_climbing_through_its_window_is_flagged_with_its_change():
+    climbing = [500 + 20 * i for i in range(15)]  # 500 -> 780 tps over 15 s: +44 % of 640
+    t = drift.run_trend(_series(climbing), (100.0, 115.0))
+    assert t is not None and t.direction == "rose" and t.n == 15
+    assert round(t.change, 3) == round(280 / 640, 3)
+    assert drift.run_words(t.to_fact()) == "tps rose 44 % through the window"
+    flat = [600, 610, 590, 605, 595, 600, 612, 588, 601, 599, 603, 597, 600, 604, 596]
+    assert drift.run_trend(_series(flat), (100.0, 115.0)) is None
+    assert drift.run_trend(_series(climbing[:6]), (100.0, 106.0)) is None  # too short to judge
+    assert drift.run_trend(_series(climbing), None) is None
+    # the window's whole seconds only: half a second at either edge is left out
+    assert len(drift.per_second(_series(climbing), (100.5, 114.5))) == 14
+
+
+def test_a_run_still_changing_carries_its_mark_and_a_drifting_cell_its_words():
+    """The run fact tps_trend is the caveat `unsteady`, marked t on the figure; a
+    drifting cell's words come from its complete repetitions in order."""
+    from collector.verdicts import caveats  # noqa: PLC0415
+
+    fact = {"change": 0.22, "p": 0.002, "n": 10, "mean": 65.3}
+    assert caveats.run_caveats({"tps_trend": fact}) == (caveats.UNSTEADY,)
+    assert caveats.run_caveats({"tps_trend": None}) == ()
+    assert caveats.BY_CODE[caveats.UNSTEADY].mark == "t"
+    assert drift.run_words(fact) == "tps rose 22 % through the window"
