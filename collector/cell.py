@@ -159,6 +159,8 @@ class Cell:
     #: placement cluster only: the drivelab filesystem on another drive that holds the
     #: cluster's WAL (made with the cell's filesystem); None: the WAL is in the data directory
     wal_drive: str | None = None
+    #: the drive's state before its filesystem was made (``drive_state``'s name); None: as found
+    drive_state: str | None = None
 
     @property
     def spec(self) -> CellSpec:
@@ -179,6 +181,7 @@ class Cell:
             clients_swept=self.pgbench.clients_swept,
             filesystem_name=self.filesystem_name,
             wal_drive=self.wal_drive,
+            drive_state=self.drive_state,
         )
 
     @property

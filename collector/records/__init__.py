@@ -170,6 +170,9 @@ class CellSpec:
     #: after the placement in every name of the cell (``cluster-wal-hdd7200``); None:
     #: the WAL is where the placement keeps it
     wal_drive: str | None = None
+    #: the state the drive was brought to before its filesystem was made
+    #: (``drive_state``: its name, spelled ``-ds<name>`` and ``ds <name>``); None: as found
+    drive_state: str | None = None
 
     @property
     def placement_label(self) -> str | None:
@@ -202,6 +205,8 @@ class CellSpec:
             base += "-b" + str(self.params["mix"]).replace("@", "").replace("+", "-")
         if self.clients_swept:  # a client sweep's counts
             base += f"-c{self.params.get('clients_per_host')}j{self.params.get('threads')}"
+        if self.drive_state:
+            base += f"-ds{self.drive_state}"
         return base if self.pg_settings_name is None else f"{base}-pg{self.pg_settings_name}"
 
     @property
@@ -226,6 +231,8 @@ class CellSpec:
             parts.append(f"{flag}{v}" if flag else f"{k}={v}")
         if self.write_cache != "leave":
             parts.append(f"wc {self.write_cache}")
+        if self.drive_state:
+            parts.append(f"ds {self.drive_state}")
         if self.pg_settings_name is not None:
             parts.append(f"pg {self.pg_settings_name}")
         return " ".join(parts)
@@ -255,6 +262,7 @@ class CellSpec:
             | ({"clients_swept": True} if self.clients_swept else {})
             | ({"filesystem_name": self.filesystem_name} if self.filesystem_name else {})
             | ({"wal_drive": self.wal_drive} if self.wal_drive else {})
+            | ({"drive_state": self.drive_state} if self.drive_state else {})
         )
 
 

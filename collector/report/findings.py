@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from collector.records import RunStatus
-from collector.report import ScenarioView, fmt_cache
+from collector.report import ScenarioView, drivestates, fmt_cache
 from collector.report.rows import checkpoint_rows, iostat_rows, percentile_rows, pretest_rows
 from collector.stats import ratesearch
 from collector.verdicts import caveats as caveat
@@ -32,7 +32,7 @@ def test_words(test: str) -> list[str]:
     words = test.split()
     out: list[str] = []
     for w in words:
-        if out and out[-1] in ("pg", "wc"):
+        if out and out[-1] in ("pg", "wc", "ds"):
             out[-1] = f"{out[-1]} {w}"
         else:
             out.append(w)
@@ -81,6 +81,7 @@ _PATTERNS = (
     (re.compile(r"b([a-z-]+@[0-9]+(?:\+[a-z-]+@[0-9]+)*)"), "scripts and weights {} (-b)"),
     (re.compile(r"wc (on|off)"), "the drive's write cache {}"),
     (re.compile(r"pg (.+)"), "the PostgreSQL settings named {}"),
+    (re.compile(r"ds (.+)"), "the drive brought to the state {} first (drive_state)"),
 )
 
 
@@ -440,6 +441,8 @@ class Findings:
     checkpoints_table: tuple[tuple[str, ...], ...] = ()
     #: each abbreviation of the tests that ran, said once (None: no test)
     test_legend: str | None = None
+    #: per cell whose drive was brought to a state first: what that state was
+    states: tuple[str, ...] = ()
 
 
 #: the findings of each view alive, by its id (a view holds mappings: it has no hash)
@@ -467,6 +470,7 @@ def findings(view: ScenarioView) -> Findings:
             percentiles=tuple(tuple(r) for r in percentile_rows(view)),
             checkpoints_table=tuple(tuple(r) for r in checkpoint_rows(view)),
             test_legend=test_legend(view),
+            states=tuple(drivestates.state_lines(view)),
         )
         _MADE[id(view)] = made
         weakref.finalize(view, _MADE.pop, id(view), None)

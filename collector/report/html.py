@@ -320,11 +320,15 @@ def _summary_section(view: ScenarioView) -> list[str]:
     parts += [
         f"<p class=warn>warning: {html.escape(f'{cv.drive} {cv.test}: {w}')}</p>"
         for cv in view.cells
-        for w in cv.warnings
+        for w in (*cv.warnings, *([cv.drift] if cv.drift else []))
     ]
     parts += [
         f"<p class=note>{kind}: {html.escape(x)}</p>"
-        for kind, lines in (("checkpoint", said.checkpoints), ("start", said.starts))
+        for kind, lines in (
+            ("checkpoint", said.checkpoints),
+            ("drive state", said.states),
+            ("start", said.starts),
+        )
         for x in lines
     ]
     return parts

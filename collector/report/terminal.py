@@ -226,6 +226,8 @@ def _lines(said: Findings, console: Console, verbose: bool) -> None:
         console.print(f"  [cyan]cache[/cyan] {escape(line)}", highlight=False)
     for line in said.checkpoints:
         console.print(f"  [magenta]checkpoint[/magenta] {escape(line)}", highlight=False)
+    for line in said.states:
+        console.print(f"  [yellow]drive state[/yellow] {escape(line)}", highlight=False)
     starts = said.starts if verbose or said.start_summary is None else (said.start_summary,)
     for line in starts:
         console.print(f"  [blue]start[/blue] {escape(line)}", highlight=False)

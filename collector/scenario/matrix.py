@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
 from collector.cell import Cell, PgbenchOptions
+from collector.scenario.drivestate import DriveState
 from collector.scenario.inventory import client_hosts
+from collector.scenario.rules import HOST_RULES
 from collector.scenario.schema import (
     AdaptiveRepetitions,
     Filesystem,
@@ -51,6 +54,9 @@ class PlannedCell:
     #: ``workload.target``: the cell's rate is searched, one run per step (its
     #: ``repetitions`` do not apply); None: the cell is run as it is
     search: SearchSpec | None = None
+    #: the most seconds its drive's steady-state rounds take (``drive_state``), on the
+    #: first cell of each drive and state (the precondition's writes come on top)
+    state_seconds: float = 0.0
 
     @property
     def cell_id(self) -> str:
@@ -79,18 +85,36 @@ def drive_batch(cells: list[PlannedCell]) -> list[dict[str, Any]] | None:
     return list(items.values()) if len(items) > 1 else None
 
 
-def _request(name: str, rset: RaidSet | None, fs: Filesystem) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": name,
-            "drives": list(rset.drives) if rset else [name],
-            "fs": fs.fs,
-            "mkfs_options": list(fs.mkfs_options),
-            "mount_options": fs.mount_options,
-            "raid_level": rset.level if rset else "none",
-            "raid_method": rset.method if rset else "btrfs",
-        }
-    ]
+def nodiscard(fs: str, options: list[str]) -> list[str]:
+    """``options`` with mkfs told not to discard the device first (the filesystem's row
+    of the DB host's table: mke2fs ``-E nodiscard``, ``-K`` for the others): a drive just
+    brought to a state by writing it would otherwise be trimmed back to fresh by its own
+    mkfs. A suboption flag (``-E x``) joins the last one given: mke2fs reads only that."""
+    flag = list(HOST_RULES.FILESYSTEMS[fs]["nodiscard"])
+    out = list(options)
+    if len(flag) == 2 and flag[0] in out[:-1]:
+        at = len(out) - 1 - out[::-1].index(flag[0])
+        out[at + 1] += "," + flag[1]
+        return out
+    return out if flag[0] in out else [*out, *flag]
+
+
+def _request(
+    name: str, rset: RaidSet | None, fs: Filesystem, state: DriveState | None = None
+) -> list[dict[str, Any]]:
+    writes = state is not None and (state.precondition or state.steady_state) is not None
+    item = {
+        "name": name,
+        "drives": list(rset.drives) if rset else [name],
+        "fs": fs.fs,
+        "mkfs_options": nodiscard(fs.fs, list(fs.mkfs_options))
+        if writes
+        else list(fs.mkfs_options),
+        "mount_options": fs.mount_options,
+        "raid_level": rset.level if rset else "none",
+        "raid_method": rset.method if rset else "btrfs",
+    }
+    return [item | ({"drive_state": state.request()} if state is not None else {})]
 
 
 def _pgbench(w: Workload, clients: int, threads: int) -> PgbenchOptions:
@@ -121,9 +145,25 @@ def search_spec(w: Workload, hosts: int) -> SearchSpec | None:
                       within_pct=t.within_pct, quantum=max(hosts, 1))  # fmt: skip
 
 
+def _filesystems(
+    s: Scenario,
+) -> list[tuple[str, RaidSet | None, Filesystem, DriveState | None]]:
+    """Each filesystem to make, in run order: drive (drives, then RAID sets), filesystem,
+    the drive's state (``drive_state``, none: as found)."""
+    return [
+        (name, rset, fs, state)
+        for name, rset in s.units()
+        for fs in s.filesystems
+        # native Btrfs RAID is a Btrfs filesystem
+        if rset is None or rset.method != "btrfs" or fs.fs == "btrfs"
+        for state in (s.drive_state or [None])
+    ]
+
+
 def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
     """The matrix in run order: drive (drives, then RAID sets, as listed), filesystem,
-    placement, scale, hosts, clients per host, write cache, PostgreSQL set, rate; so each
+    drive state, placement, scale, hosts, clients per host, write cache, PostgreSQL set,
+    rate; so each
     filesystem is made
     once for all the cells on it, each database initialised once for the write cache
     variants, the settings, which need only a reload or a restart, change late, and the
@@ -140,42 +180,39 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
         {**s.pretests.model_dump(), "jobs": s.pretests.fio_jobs()} if s.pretests.enabled() else {}
     )
     variants = s.postgresql.variants()
-    rows: list[tuple[Cell, list[dict[str, Any]], str, dict[str, bool]]] = []
-    for name, rset in s.units():
-        for fs in s.filesystems:
-            if rset is not None and rset.method == "btrfs" and fs.fs != "btrfs":
-                continue  # native Btrfs RAID is a Btrfs filesystem
-            first = True
-            for data, wal in map(placement_of, s.placement):
-                if wal == name:
-                    continue  # data and WAL on one drive: that is placement cluster
-                request = _request(name, rset, fs) + (_request(wal, None, fs) if wal else [])
-                for scale in s.workload.scale:
-                    for count, pgbench in ((n, p) for n in s.hosts for p in loads):
-                        for wc in s.write_cache:
-                            for set_name, pg_settings, rate in (
-                                (n, st, r) for n, st in variants for r in s.workload.rate
-                            ):
-                                load = pgbench.at_rate(rate, s.workload.rate_per, count)
-                                cell = Cell(
-                                    scenario=s.name,
-                                    drive=name,
-                                    filesystem=fs.fs,
-                                    filesystem_name=fs.name,
-                                    placement=data,
-                                    wal_drive=wal,
-                                    scale=scale,
-                                    hosts=tuple(clients[:count]),
-                                    pgbench=load,
-                                    init_options=tuple(s.workload.init_options),
-                                    write_cache=wc,
-                                    mkfs_options=tuple(fs.mkfs_options),
-                                    mount_options=fs.mount_options,
-                                    pg_settings_name=set_name,
-                                    pg_settings=pg_settings,
-                                )
-                                rows.append((cell, request, wc, pretests if first else {}))
-                                first = False
+    rows: list[tuple[Cell, list[dict[str, Any]], str, dict[str, bool], float]] = []
+    for name, rset, fs, state in _filesystems(s):
+        first = True
+        for data, wal in map(placement_of, s.placement):
+            if wal == name:
+                continue  # data and WAL on one drive: that is placement cluster
+            request = _request(name, rset, fs, state) + (_request(wal, None, fs) if wal else [])
+            inner = itertools.product(
+                s.workload.scale, s.hosts, loads, s.write_cache, variants, s.workload.rate
+            )
+            for scale, count, pgbench, wc, (set_name, pg_settings), rate in inner:
+                cell = Cell(
+                    scenario=s.name,
+                    drive=name,
+                    filesystem=fs.fs,
+                    filesystem_name=fs.name,
+                    placement=data,
+                    wal_drive=wal,
+                    scale=scale,
+                    hosts=tuple(clients[:count]),
+                    pgbench=pgbench.at_rate(rate, s.workload.rate_per, count),
+                    init_options=tuple(s.workload.init_options),
+                    write_cache=wc,
+                    mkfs_options=tuple(fs.mkfs_options),
+                    mount_options=fs.mount_options,
+                    pg_settings_name=set_name,
+                    pg_settings=pg_settings,
+                    drive_state=state.label if state is not None else None,
+                )
+                ss = state.steady_state if state is not None and first else None
+                most = float(ss.max_rounds * ss.round_seconds) if ss is not None else 0.0
+                rows.append((cell, request, wc, pretests if first else {}, most))
+                first = False
     ids = [cell.cell_id for cell, *_ in rows]
     # the schema makes every dimension unique, so this is a bug in drivelab, not the file
     assert len(ids) == len(set(ids)), f"cell ids collide in {s.name}: {ids}"  # noqa: S101
@@ -192,6 +229,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
             total=total,
             retries=s.retries,
             search=search_spec(s.workload, len(cell.hosts)),
+            state_seconds=most,
         )
-        for i, (cell, request, wc, pre) in enumerate(rows, start=1)
+        for i, (cell, request, wc, pre, most) in enumerate(rows, start=1)
     ]

@@ -51,9 +51,10 @@ def runs_at_most(cell: PlannedCell) -> int:
 
 def estimate_seconds(cell: PlannedCell, overhead: float | None = None) -> float:
     """Rough: repetitions x (duration + overhead, 25 s unless calibrated) + database init
-    + pretests (adaptive: at most; a searched cell: its most steps)."""
+    + pretests + its drive's steady-state rounds at most (adaptive: at most; a searched
+    cell: its most steps)."""
     reps = runs_at_most(cell)
-    pre = pretest_seconds(cell.pretests)
+    pre = pretest_seconds(cell.pretests) + cell.state_seconds
     return reps * repetition_seconds(cell, overhead) + init_seconds(cell) + pre
 
 

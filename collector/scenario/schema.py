@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from collector.scenario.drivestate import DriveStates
 from collector.scenario.fields import Strict, _axis, _unique
 from collector.scenario.fiomatrix import FioMatrix
 from collector.scenario.rules import (
@@ -297,6 +298,9 @@ class Scenario(Strict):
         AfterValidator(_unique()),
         Field(min_length=1),
     ] = Field(default_factory=lambda: ["leave"])
+    #: the states each drive is brought to before its filesystem is made (an axis;
+    #: none: as found)
+    drive_state: DriveStates = Field(default_factory=list)
     workload: Workload
     hosts: _axis(1, 1000) = Field(default_factory=lambda: [1])
     repetitions: Repetitions = 3
@@ -373,6 +377,10 @@ class Scenario(Strict):
                     f"placement[{i}].wal: {wal!r} is the only drive: its data and WAL would"
                     " share it (that is placement cluster)"
                 )
+        if self.drive_state and self.raid:
+            raise ValueError(
+                "drive_state: single drives only (a RAID set's members are not conditioned yet)"
+            )
         if self.baseline is not None and self.baseline not in singles | names:
             have = ", ".join([*self.drives, *(r.name for r in self.raid)])
             raise ValueError(f"baseline: {self.baseline!r} is not one of the drives (have: {have})")

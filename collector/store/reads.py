@@ -54,7 +54,8 @@ class Reads:
     def cells(self, scenario_id: int) -> list[tuple[int, CellSpec]]:
         rows = self._all(
             "SELECT id, drive, workload, filesystem, placement, scale, clients, params_json,"
-            " write_cache, filesystem_json, pg_settings_name, pg_settings_json, wal_drive"
+            " write_cache, filesystem_json, pg_settings_name, pg_settings_json, wal_drive,"
+            " drive_state"
             " FROM cells WHERE scenario_id = ? ORDER BY id",
             (scenario_id,),
         )
@@ -66,6 +67,7 @@ class Reads:
                 mkfs_options=tuple(fs.get("mkfs_options") or ()),
                 mount_options=fs.get("mount_options"), filesystem_name=fs.get("name"),
                 pg_settings_name=r[10], pg_settings=json.loads(r[11]), wal_drive=r[12],
+                drive_state=r[13],
             )  # fmt: skip
             out.append((r[0], spec))
         return out

@@ -185,6 +185,9 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Cursor], None], ...]] = {
         # placement cluster with its WAL on a drive of its own: that drive (spelled in the
         # cell's key); a version-4 cell's WAL was where its placement keeps it
         "ALTER TABLE cells ADD COLUMN wal_drive TEXT",
+        # the state the drive was brought to first (drive_state's name, in the key); a
+        # version-4 cell's drive was measured as found
+        "ALTER TABLE cells ADD COLUMN drive_state TEXT",
     ),
 }
 

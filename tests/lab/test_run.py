@@ -826,6 +826,65 @@ def test_wal_on_a_drive_of_its_own_lives_there_and_holds_that_drive_until_releas
     assert made.returncode == 0, made.stdout[-2000:]
 
 
+STATES = """\
+    ---
+    name: state-test
+    drives: [ssd]
+    drive_state:
+      - {name: fresh, purge: discard}
+      - name: steady
+        purge: discard
+        precondition: {multiple: 0.25}
+        steady_state: {round_seconds: 2, max_rounds: 8, window: 3}
+    workload: {scale: [2], clients_per_host: 2, threads: 1, duration: 5}
+    hosts: [1]
+    repetitions: 1
+    retries: 0
+"""
+
+
+def test_a_drive_is_purged_preconditioned_and_steady_before_its_cell_and_the_report_says_so(
+    lab2, tmp_path
+):
+    """Two states of ssd (class ssd: 5,000 IOPS): purged by a discard; and purged,
+    preconditioned with a quarter of its capacity in 128 KiB writes, then 2 s rounds of
+    4 KiB random writes at qd32 until three rounds hold the PTS rule. Each state is its
+    own cell (-dsfresh, -dssteady), the drive made anew for each; the device facts of
+    its run keep every step's figures and every round (under the class's cap: the caps
+    stand while the state is reached); the report says each cell's state. The host
+    refuses a drive that is no candidate before anything is written."""
+    scenario = tmp_path / "state-test.yml"
+    scenario.write_text(textwrap.dedent(STATES))
+    env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"), COLUMNS="200")
+    proc = drivelab_run(scenario, env)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    runs = tmp_path / "results" / "runs" / "state-test"
+    states = {}
+    for name in ("fresh", "steady"):
+        cell = runs / f"ssd-ext4-tablespace-s2-h1-tpcb-ds{name}"
+        states[name] = json.loads((cell / "db" / "dbhost-ssd.json").read_text())["state"]
+    fresh, steady = states["fresh"], states["steady"]
+    assert fresh["purge"]["how"] == "discard" and "precondition" not in fresh, fresh
+    assert steady["precondition"]["io_bytes"] >= steady["size_bytes"] // 4, steady["precondition"]
+    ss = steady["steady_state"]
+    iops = [r["iops"] for r in ss["rounds"]]
+    assert ss["steady"] and ss["steady_round"] == len(iops) <= 8, ss
+    assert all(0 < v <= 5000 * 1.1 for v in iops), iops  # the class's cap stood
+    words = " ".join(drivelab("report", "state-test", env=env).stdout.split())
+    assert "drive state ssd tpcb ext4 tablespace s2 1cl c2 j1 T5 ds fresh: purged (discard" in words
+    assert "ds steady: purged (discard" in words and f"steady after {len(iops)} rounds" in words
+    print(f"state: precondition {steady['precondition']['seconds']:.1f} s, rounds {iops}")
+    refused = ansible(
+        "ansible-playbook", "tests/lab/playbooks/state_entry_point.yml", "-e",
+        json.dumps({"candidate_drive_request": [
+            {"name": "sysdisk", "drives": ["sysdisk"], "drive_state": {"purge": "discard"}}
+        ]}),
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "drive sysdisk: not listed in the inventory's candidate_drives" in refused.stdout
+
+
 def test_a_client_added_to_a_provisioned_lab_is_provisioned_once(lab2, tmp_path, monkeypatch):
     """`lab up --clients 3` on the two-client lab the tests above provisioned: the first
     provisioning runs in full (client3 is new) and makes client3's password; every host

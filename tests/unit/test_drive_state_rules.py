@@ -102,3 +102,92 @@ def test_a_run_still_changing_carries_its_mark_and_a_drifting_cell_its_words():
     assert caveats.run_caveats({"tps_trend": None}) == ()
     assert caveats.BY_CODE[caveats.UNSTEADY].mark == "t"
     assert drift.run_words(fact) == "tps rose 22 % through the window"
+
+
+def test_the_db_hosts_judge_between_rounds_agrees_with_the_controllers():
+    """The DB host stops its rounds by module_utils drivelab_steady's rule; the report
+    judges the stored rounds by collector.stats.steadystate: the same first steady round
+    for the worked examples and for many series, at several rules."""
+    import random  # noqa: PLC0415
+
+    from tests.unit.hostcode import module_util  # noqa: PLC0415
+
+    host = module_util("candidate_drive", "drivelab_steady")
+    rng = random.Random(58)  # noqa: S311  (test series, not secrets)
+    series = [SETTLING, [5000, 8000, 5000, 8000, 5000], [6000, 6250, 6500, 6750, 7000]]
+    series += [[rng.uniform(4000, 6000) * (1 - 0.02 * k) ** rng.choice((0, 3))
+                for k in range(rng.randint(5, 25))] for _ in range(300)]  # fmt: skip
+    for values in series:
+        for rule in (Rule(), Rule(window=3), Rule(range_pct=10, excursion_pct=5)):
+            ended = next(
+                (n for n in range(rule.window, len(values) + 1)
+                 if host.window_holds(values[:n], rule.window, rule.range_pct,
+                                      rule.excursion_pct)), None,
+            )  # fmt: skip
+            assert ended == first_steady(values, rule).round, (values, rule)
+
+
+def test_drive_states_are_an_axis_of_named_states_and_out_of_shape_is_one_line(tmp_path):
+    """drive_state: a mapping or a list of them, each its own cells (-ds<name>), the drive
+    request carrying the state and mkfs told not to discard what the state wrote."""
+    import yaml  # noqa: PLC0415
+
+    from collector import scenario as sc  # noqa: PLC0415
+    from collector.errors import DrivelabError  # noqa: PLC0415
+    from collector.paths import REPO  # noqa: PLC0415
+
+    inventory = sc.load_inventory(REPO / "tests" / "data" / "inventory")
+    base = {"name": "t", "drives": ["ssd"], "workload": {"scale": [5], "duration": 15}}
+
+    def load(**extra):
+        path = tmp_path / "s.yml"
+        path.write_text(yaml.safe_dump({**base, **extra}))
+        return sc.load(path)
+
+    s = load(filesystems=[{"fs": "ext4", "mkfs_options": ["-E", "stride=16"]}],
+             drive_state=[{"name": "fresh", "purge": "discard"},
+                          {"purge": "discard", "precondition": {},
+                           "steady_state": {"round_seconds": 30}}])  # fmt: skip
+    cells = sc.expand(s, inventory)
+    assert [c.cell_id for c in cells] == [
+        "ssd-ext4-tablespace-s5-h1-tpcb-dsfresh", "ssd-ext4-tablespace-s5-h1-tpcb-dssteady",
+    ]  # fmt: skip
+    assert cells[1].cell.spec.test.endswith("ds steady")
+    fresh, steady = (c.drive_request[0] for c in cells)
+    assert fresh["mkfs_options"] == ["-E", "stride=16"]  # a purge alone: mkfs may discard
+    assert steady["mkfs_options"] == ["-E", "stride=16,nodiscard"]
+    assert steady["drive_state"]["precondition"] == {"multiple": 2.0, "block_size": "128k",
+                                                     "iodepth": 32}  # fmt: skip
+    assert steady["drive_state"]["steady_state"]["window"] == 5
+    assert [c.state_seconds for c in cells] == [0.0, 25 * 30.0]
+    xfs = sc.expand(load(filesystems=[{"fs": "xfs"}], drive_state={"precondition": True}),
+                    inventory)  # fmt: skip
+    assert xfs[0].drive_request[0]["mkfs_options"] == ["-K"]
+    assert xfs[0].cell_id.endswith("-dspreconditioned")
+    for extra, says in [
+        ({"drive_state": {"purge": "trim"}}, "drive_state[0].purge"),
+        ({"drive_state": [{"purge": "discard"}, {"purge": "secure"}]}, "'purged' listed twice"),
+        ({"drive_state": {"steady_state": {"max_rounds": 3}}},
+         "max_rounds (3) must be at least the window (5)"),
+        ({"drive_state": {"name": "Bad", "purge": "discard"}}, "is not a state name"),
+        ({"drive_state": {"precondition": {"block_size": "128q"}}}, "drive_state[0].precondition.block_size"),
+    ]:  # fmt: skip
+        with pytest.raises(DrivelabError) as err:
+            load(**extra)
+        assert says in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_state_is_said_as_its_steps_and_rounds():
+    from collector.report.drivestates import state_words  # noqa: PLC0415
+
+    rounds = [{"iops": v} for v in SETTLING]
+    words = state_words({
+        "purge": {"how": "discard", "seconds": 0.12},
+        "precondition": {"io_bytes": 8 * 2**30, "bw_bytes": 700 * 2**20, "seconds": 11.7},
+        "steady_state": {"rounds": rounds, "rule": {"window": 5, "range_pct": 20,
+                                                    "excursion_pct": 10}},
+    })  # fmt: skip
+    assert words.startswith("purged (discard, 0.1 s), preconditioned (8.0 GiB written in 12 s,")
+    assert "steady after 7 rounds (range 2.5 % and excursion 1.3 %" in words
+    assert words.endswith("IOPS by round 9,000 7,000 6,100 6,000 5,950 6,050 5,980 6,020")
+    assert state_words({}) == "as found (nothing written to it first)"

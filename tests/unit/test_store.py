@@ -377,7 +377,11 @@ def _version_3_copy(source, target) -> None:
         step(cur) if callable(step) else cur.execute(step)
     cur.execute("INSERT INTO schema_version VALUES (3)")
     for table in V3_TABLES:
-        keep = [i for i, c in enumerate(columns[table]) if c not in ("controller", "wal_drive")]
+        keep = [
+            i
+            for i, c in enumerate(columns[table])
+            if c not in ("controller", "wal_drive", "drive_state")
+        ]
         names = ", ".join(columns[table][i] for i in keep)
         cur.executemany(
             f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(keep))})",  # noqa: S608

@@ -619,10 +619,11 @@ def test_a_document_from_before_the_wal_drive_column_imports_the_same(results_db
     doc = tmp_path / "export.json"
     assert cli.main(["export", "--db", str(results_db), "-o", str(doc)]) == 0
     data = json.loads(doc.read_text())
-    at = data["columns"]["cells"].index("wal_drive")
-    data["columns"]["cells"].pop(at)
-    for row in data["scenarios"][0]["cells"]:
-        row.pop(at)
+    for column in ("drive_state", "wal_drive"):
+        at = data["columns"]["cells"].index(column)
+        data["columns"]["cells"].pop(at)
+        for row in data["scenarios"][0]["cells"]:
+            row.pop(at)
     data["schema_version"] = 4
     doc.write_text(json.dumps(data))
     assert cli.main(["import", str(doc), "--db", str(tmp_path / "old.db")]) == 0

@@ -22,17 +22,19 @@ HOLDS_POSTGRESQL_DATA = "holds_postgresql_data"  # release drivelab's databases,
 
 #: the filesystems drivelab makes on a candidate drive, one row each: its mkfs and the
 #: flag that makes it overwrite (the gate has passed the device), the Debian/Ubuntu
-#: package that carries it, the longest label it takes, whether it spans a RAID itself. drive_format, the
+#: package that carries it, the longest label it takes, whether it spans a RAID itself,
+#: and the mkfs option that keeps it from discarding the device first (a drive brought
+#: to a state by writing it: drive_state; an ``-E`` suboption joins the list). drive_format, the
 #: scenario schema, the preflight filter and the allow-lists below read it; the argument
 #: specs and docs/scenarios.md are held to it by tests/unit/test_vocabulary.py. A new
 #: filesystem is a row here, its MKFS and MOUNT allow-lists, and their tests.
 FILESYSTEMS = {
     "ext4": {"mkfs": "mkfs.ext4", "force": "-F", "package": "e2fsprogs", "label_max": 16,
-             "native_raid": False},
+             "native_raid": False, "nodiscard": ("-E", "nodiscard")},
     "xfs": {"mkfs": "mkfs.xfs", "force": "-f", "package": "xfsprogs", "label_max": 12,
-            "native_raid": False},
+            "native_raid": False, "nodiscard": ("-K",)},
     "btrfs": {"mkfs": "mkfs.btrfs", "force": "-f", "package": "btrfs-progs", "label_max": 255,
-              "native_raid": True},
+              "native_raid": True, "nodiscard": ("-K",)},
 }  # fmt: skip
 
 
