@@ -161,6 +161,8 @@ class Cell:
     wal_drive: str | None = None
     #: the drive's state before its filesystem was made (``drive_state``'s name); None: as found
     drive_state: str | None = None
+    #: the TRIM policy: none, discard (the mount option), fstrim (before each repetition)
+    trim: str = "none"
 
     @property
     def spec(self) -> CellSpec:
@@ -182,6 +184,7 @@ class Cell:
             filesystem_name=self.filesystem_name,
             wal_drive=self.wal_drive,
             drive_state=self.drive_state,
+            trim=self.trim,
         )
 
     @property

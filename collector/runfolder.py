@@ -62,7 +62,7 @@ CLIENT_FILES = {
 CELL_FIELDS = (
     "drive", "workload", "filesystem", "placement", "scale", "clients",
     "write_cache", "mkfs_options", "mount_options", "pg_settings_name", "pg_settings",
-    "clients_swept", "filesystem_name", "wal_drive", "drive_state",
+    "clients_swept", "filesystem_name", "wal_drive", "drive_state", "trim",
 )  # fmt: skip
 
 
@@ -349,6 +349,7 @@ def _cell_spec(c: Checker, cell: Mapping[str, Any], hosts: int) -> CellSpec:
         filesystem_name=c.get(cell, "filesystem_name", (str,), "cell.", required=False),
         wal_drive=c.get(cell, "wal_drive", (str,), "cell.", required=False),
         drive_state=c.get(cell, "drive_state", (str,), "cell.", required=False),
+        trim=c.get(cell, "trim", (str,), "cell.", required=False, default="none"),
     )
 
 

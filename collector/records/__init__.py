@@ -173,6 +173,9 @@ class CellSpec:
     #: the state the drive was brought to before its filesystem was made
     #: (``drive_state``: its name, spelled ``-ds<name>`` and ``ds <name>``); None: as found
     drive_state: str | None = None
+    #: the TRIM policy (``trim``): none (not spelled), discard (mount option), fstrim
+    #: (before each repetition); spelled ``-trim<policy>`` and ``trim <policy>``
+    trim: str = "none"
 
     @property
     def placement_label(self) -> str | None:
@@ -207,6 +210,8 @@ class CellSpec:
             base += f"-c{self.params.get('clients_per_host')}j{self.params.get('threads')}"
         if self.drive_state:
             base += f"-ds{self.drive_state}"
+        if self.trim != "none":
+            base += f"-trim{self.trim}"
         return base if self.pg_settings_name is None else f"{base}-pg{self.pg_settings_name}"
 
     @property
@@ -233,6 +238,8 @@ class CellSpec:
             parts.append(f"wc {self.write_cache}")
         if self.drive_state:
             parts.append(f"ds {self.drive_state}")
+        if self.trim != "none":
+            parts.append(f"trim {self.trim}")
         if self.pg_settings_name is not None:
             parts.append(f"pg {self.pg_settings_name}")
         return " ".join(parts)
@@ -263,6 +270,7 @@ class CellSpec:
             | ({"filesystem_name": self.filesystem_name} if self.filesystem_name else {})
             | ({"wal_drive": self.wal_drive} if self.wal_drive else {})
             | ({"drive_state": self.drive_state} if self.drive_state else {})
+            | ({"trim": self.trim} if self.trim != "none" else {})
         )
 
 

@@ -32,7 +32,7 @@ def test_words(test: str) -> list[str]:
     words = test.split()
     out: list[str] = []
     for w in words:
-        if out and out[-1] in ("pg", "wc", "ds"):
+        if out and out[-1] in ("pg", "wc", "ds", "trim"):
             out[-1] = f"{out[-1]} {w}"
         else:
             out.append(w)
@@ -82,6 +82,7 @@ _PATTERNS = (
     (re.compile(r"wc (on|off)"), "the drive's write cache {}"),
     (re.compile(r"pg (.+)"), "the PostgreSQL settings named {}"),
     (re.compile(r"ds (.+)"), "the drive brought to the state {} first (drive_state)"),
+    (re.compile(r"trim (discard|fstrim)"), "TRIM by {} (the mount option, or before each run)"),
 )
 
 

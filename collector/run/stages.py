@@ -441,6 +441,7 @@ def _pgbench_vars(
         **cell.pgbench.extra_vars(),
         "pgbench_run_dir": str(run_dir),
         "pgbench_run_cluster": cell.cluster,
+        "pgbench_run_trim": cell.trim,
         "pgbench_run_cold_start": cold_start,
         "pgbench_run_settle": settle and not cold_start,
         "pgbench_run_synchronized": synchronized,

@@ -99,8 +99,18 @@ def nodiscard(fs: str, options: list[str]) -> list[str]:
     return out if flag[0] in out else [*out, *flag]
 
 
+def with_discard(options: str) -> str:
+    """Mount options with ``discard`` (TRIM as files are freed), once."""
+    words = options.split(",")
+    return options if "discard" in words else ",".join([*words, "discard"])
+
+
 def _request(
-    name: str, rset: RaidSet | None, fs: Filesystem, state: DriveState | None = None
+    name: str,
+    rset: RaidSet | None,
+    fs: Filesystem,
+    state: DriveState | None = None,
+    trim: str = "none",
 ) -> list[dict[str, Any]]:
     writes = state is not None and (state.precondition or state.steady_state) is not None
     item = {
@@ -110,7 +120,7 @@ def _request(
         "mkfs_options": nodiscard(fs.fs, list(fs.mkfs_options))
         if writes
         else list(fs.mkfs_options),
-        "mount_options": fs.mount_options,
+        "mount_options": with_discard(fs.mount_options) if trim == "discard" else fs.mount_options,
         "raid_level": rset.level if rset else "none",
         "raid_method": rset.method if rset else "btrfs",
     }
@@ -147,16 +157,18 @@ def search_spec(w: Workload, hosts: int) -> SearchSpec | None:
 
 def _filesystems(
     s: Scenario,
-) -> list[tuple[str, RaidSet | None, Filesystem, DriveState | None]]:
+) -> list[tuple[str, RaidSet | None, Filesystem, DriveState | None, str]]:
     """Each filesystem to make, in run order: drive (drives, then RAID sets), filesystem,
-    the drive's state (``drive_state``, none: as found)."""
+    the drive's state (``drive_state``, none: as found), the TRIM policy (discard is a
+    mount option: a filesystem mounted otherwise)."""
     return [
-        (name, rset, fs, state)
+        (name, rset, fs, state, trim)
         for name, rset in s.units()
         for fs in s.filesystems
         # native Btrfs RAID is a Btrfs filesystem
         if rset is None or rset.method != "btrfs" or fs.fs == "btrfs"
         for state in (s.drive_state or [None])
+        for trim in s.trim
     ]
 
 
@@ -181,12 +193,14 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
     )
     variants = s.postgresql.variants()
     rows: list[tuple[Cell, list[dict[str, Any]], str, dict[str, bool], float]] = []
-    for name, rset, fs, state in _filesystems(s):
+    for name, rset, fs, state, trim in _filesystems(s):
         first = True
         for data, wal in map(placement_of, s.placement):
             if wal == name:
                 continue  # data and WAL on one drive: that is placement cluster
-            request = _request(name, rset, fs, state) + (_request(wal, None, fs) if wal else [])
+            request = _request(name, rset, fs, state, trim) + (
+                _request(wal, None, fs) if wal else []
+            )
             inner = itertools.product(
                 s.workload.scale, s.hosts, loads, s.write_cache, variants, s.workload.rate
             )
@@ -208,6 +222,7 @@ def expand(s: Scenario, inventory: dict[str, Any]) -> list[PlannedCell]:
                     pg_settings_name=set_name,
                     pg_settings=pg_settings,
                     drive_state=state.label if state is not None else None,
+                    trim=trim,
                 )
                 ss = state.steady_state if state is not None and first else None
                 most = float(ss.max_rounds * ss.round_seconds) if ss is not None else 0.0

@@ -301,6 +301,14 @@ class Scenario(Strict):
     #: the states each drive is brought to before its filesystem is made (an axis;
     #: none: as found)
     drive_state: DriveStates = Field(default_factory=list)
+    #: the TRIM policy, an axis: none, the discard mount option, or fstrim of the
+    #: filesystem before each repetition
+    trim: Annotated[
+        list[Literal["none", "discard", "fstrim"]],
+        BeforeValidator(lambda v: [v] if isinstance(v, str) else v),
+        AfterValidator(_unique()),
+        Field(min_length=1, max_length=3),
+    ] = Field(default_factory=lambda: ["none"])
     workload: Workload
     hosts: _axis(1, 1000) = Field(default_factory=lambda: [1])
     repetitions: Repetitions = 3

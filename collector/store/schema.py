@@ -188,6 +188,8 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Cursor], None], ...]] = {
         # the state the drive was brought to first (drive_state's name, in the key); a
         # version-4 cell's drive was measured as found
         "ALTER TABLE cells ADD COLUMN drive_state TEXT",
+        # the TRIM policy (in the key unless none); a version-4 cell had none
+        "ALTER TABLE cells ADD COLUMN trim TEXT NOT NULL DEFAULT 'none'",
     ),
 }
 

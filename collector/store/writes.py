@@ -71,8 +71,8 @@ class Writes(Reads):
             made = cur.execute(
                 "INSERT INTO cells (scenario_id, key, drive, workload, filesystem, placement,"
                 " scale, clients, params_json, write_cache, filesystem_json, pg_settings_name,"
-                " pg_settings_json, wal_drive, drive_state)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                " pg_settings_json, wal_drive, drive_state, trim)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                 " ON CONFLICT (scenario_id, key) DO NOTHING RETURNING id",
                 (
                     scenario_id,
@@ -90,6 +90,7 @@ class Writes(Reads):
                     _dumps(dict(cell.pg_settings)),
                     cell.wal_drive,
                     cell.drive_state,
+                    cell.trim,
                 ),
             ).fetchone()
             if made is None:  # another controller added it since the SELECT

@@ -55,6 +55,11 @@ IDENTITY = (
     "wal.device.dm_name",
     "wal.members.*.name",
     "wal.filesystem.tool",
+    # what the fstrim before each run found to trim: a measurement of that run, not
+    # what it ran on (trim.policy is)
+    "trim.mount_point",
+    "trim.trimmed_bytes",
+    "trim.seconds",
     "postgresql.data_directory",
     "postgresql.data_paths",
     "postgresql.settings.data_directory",
@@ -66,7 +71,7 @@ IDENTITY = (
     "postgresql.settings.stats_temp_directory",
 )
 #: display order of the sections
-_ORDER = {s: i for i, s in enumerate(("error", "host", *SECTIONS, "wal"))}
+_ORDER = {s: i for i, s in enumerate(("error", "host", *SECTIONS, "wal", "trim"))}
 
 
 @dataclass(frozen=True)

@@ -836,6 +836,7 @@ STATES = """\
         purge: discard
         precondition: {multiple: 0.25}
         steady_state: {round_seconds: 2, max_rounds: 8, window: 3}
+    trim: fstrim
     workload: {scale: [2], clients_per_host: 2, threads: 1, duration: 5}
     hosts: [1]
     repetitions: 1
@@ -846,7 +847,8 @@ STATES = """\
 def test_a_drive_is_purged_preconditioned_and_steady_before_its_cell_and_the_report_says_so(
     lab2, tmp_path
 ):
-    """Two states of ssd (class ssd: 5,000 IOPS): purged by a discard; and purged,
+    """Two states of ssd (class ssd: 5,000 IOPS), TRIM by fstrim before each run (its
+    bytes recorded in the run's environment): purged by a discard; and purged,
     preconditioned with a quarter of its capacity in 128 KiB writes, then 2 s rounds of
     4 KiB random writes at qd32 until three rounds hold the PTS rule. Each state is its
     own cell (-dsfresh, -dssteady), the drive made anew for each; the device facts of
@@ -862,8 +864,13 @@ def test_a_drive_is_purged_preconditioned_and_steady_before_its_cell_and_the_rep
     runs = tmp_path / "results" / "runs" / "state-test"
     states = {}
     for name in ("fresh", "steady"):
-        cell = runs / f"ssd-ext4-tablespace-s2-h1-tpcb-ds{name}"
+        cell = runs / f"ssd-ext4-tablespace-s2-h1-tpcb-ds{name}-trimfstrim"
         states[name] = json.loads((cell / "db" / "dbhost-ssd.json").read_text())["state"]
+        # TRIM policy fstrim: the filesystem trimmed before the run, recorded with it
+        (rep,) = cell.glob("rep-*")
+        trim = json.loads((rep / "environment.json").read_text())["trim"]
+        assert trim["policy"] == "fstrim" and trim["mount_point"].endswith("/ssd"), trim
+        assert trim["trimmed_bytes"] > 0 and trim["seconds"] >= 0, trim
     fresh, steady = states["fresh"], states["steady"]
     assert fresh["purge"]["how"] == "discard" and "precondition" not in fresh, fresh
     assert steady["precondition"]["io_bytes"] >= steady["size_bytes"] // 4, steady["precondition"]
@@ -872,8 +879,12 @@ def test_a_drive_is_purged_preconditioned_and_steady_before_its_cell_and_the_rep
     assert ss["steady"] and ss["steady_round"] == len(iops) <= 8, ss
     assert all(0 < v <= 5000 * 1.1 for v in iops), iops  # the class's cap stood
     words = " ".join(drivelab("report", "state-test", env=env).stdout.split())
-    assert "drive state ssd tpcb ext4 tablespace s2 1cl c2 j1 T5 ds fresh: purged (discard" in words
-    assert "ds steady: purged (discard" in words and f"steady after {len(iops)} rounds" in words
+    assert (
+        "drive state ssd tpcb ext4 tablespace s2 1cl c2 j1 T5 ds fresh trim fstrim: purged (discard"
+        in words
+    )
+    assert "ds steady trim fstrim: purged (discard" in words, words
+    assert f"steady after {len(iops)} rounds" in words, words
     print(f"state: precondition {steady['precondition']['seconds']:.1f} s, rounds {iops}")
     refused = ansible(
         "ansible-playbook", "tests/lab/playbooks/state_entry_point.yml", "-e",

@@ -421,19 +421,19 @@ FOUND: list[tuple[str, str, str]] = [
         "a line separator in a key (was printed raw: two lines on some terminals)",
         MIN_TEXT + '"a\\u2028b": 1\n',
         "a\\u2028b: unknown key (allowed: name, description, baseline, drives, filesystems,"
-        " raid, placement, write_cache, drive_state, workload, hosts, repetitions, retries, pretests, postgresql, sizes)",
+        " raid, placement, write_cache, drive_state, trim, workload, hosts, repetitions, retries, pretests, postgresql, sizes)",
     ),
     (
         "an escape sequence in a key (was sent to the terminal)",
         MIN_TEXT + '"\\e[2J": 1\n',
         "\\x1b[2J: unknown key (allowed: name, description, baseline, drives, filesystems,"
-        " raid, placement, write_cache, drive_state, workload, hosts, repetitions, retries, pretests, postgresql, sizes)",
+        " raid, placement, write_cache, drive_state, trim, workload, hosts, repetitions, retries, pretests, postgresql, sizes)",
     ),
     (
         "a long unknown key (was shown whole)",
         MIN_TEXT + "? " + "k" * 2000 + "\n: 1\n",
         "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...: unknown key (allowed: name, description,"
-        " baseline, drives, filesystems, raid, placement, write_cache, drive_state, workload, hosts,"
+        " baseline, drives, filesystems, raid, placement, write_cache, drive_state, trim, workload, hosts,"
         " repetitions, retries, pretests, postgresql, sizes)",
     ),
     (

@@ -191,3 +191,34 @@ def test_a_state_is_said_as_its_steps_and_rounds():
     assert "steady after 7 rounds (range 2.5 % and excursion 1.3 %" in words
     assert words.endswith("IOPS by round 9,000 7,000 6,100 6,000 5,950 6,050 5,980 6,020")
     assert state_words({}) == "as found (nothing written to it first)"
+
+
+def test_the_trim_policy_is_an_axis_of_cells_and_discard_a_mount_option(tmp_path):
+    import yaml  # noqa: PLC0415
+
+    from collector import scenario as sc  # noqa: PLC0415
+    from collector.paths import REPO  # noqa: PLC0415
+
+    inventory = sc.load_inventory(REPO / "tests" / "data" / "inventory")
+    path = tmp_path / "s.yml"
+    path.write_text(yaml.safe_dump({
+        "name": "t", "drives": ["ssd"], "trim": ["none", "discard", "fstrim"],
+        "filesystems": [{"fs": "xfs", "mount_options": "noatime,discard"}, {"fs": "ext4"}],
+        "workload": {"scale": [5], "duration": 15},
+    }))  # fmt: skip
+    cells = sc.expand(sc.load(path), inventory)
+    assert [(c.cell_id.split("-")[1], c.cell.spec.test.split(" trim ")[-1][:7],
+             c.drive_request[0]["mount_options"]) for c in cells] == [
+        ("xfs", "tpcb xf", "noatime,discard"),
+        ("xfs", "discard", "noatime,discard"),
+        ("xfs", "fstrim", "noatime,discard"),
+        ("ext4", "tpcb ex", "noatime"),
+        ("ext4", "discard", "noatime,discard"),
+        ("ext4", "fstrim", "noatime"),
+    ]  # fmt: skip
+    assert cells[5].cell_id.endswith("-trimfstrim")
+    from collector.run.stages import _pgbench_vars  # noqa: PLC0415
+
+    extra = _pgbench_vars(cells[5].cell, tmp_path, ["client1"], cold_start=True, settle=False,
+                          synchronized=True)  # fmt: skip
+    assert extra["pgbench_run_trim"] == "fstrim"

@@ -380,7 +380,7 @@ def _version_3_copy(source, target) -> None:
         keep = [
             i
             for i, c in enumerate(columns[table])
-            if c not in ("controller", "wal_drive", "drive_state")
+            if c not in ("controller", "wal_drive", "drive_state", "trim")
         ]
         names = ", ".join(columns[table][i] for i in keep)
         cur.executemany(

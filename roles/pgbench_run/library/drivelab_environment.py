@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.drivelab_coldstart import cold_start, refusal
@@ -410,6 +412,26 @@ class Module(AnsibleModule):
         super().fail_json(msg=msg, **{**kwargs, **self.carry})
 
 
+def fstrim(module, port, socket, databases):
+    """``fstrim -v`` of the filesystem under the client databases (the mount holding
+    their data path), before the run: its mount point, the bytes it trimmed, seconds."""
+    pg = postgresql(module, port, socket, databases)
+    path = os.path.realpath((pg["data_paths"] or [pg["data_directory"]])[0])
+    mount = mount_of(path, parse_mounts(read("/proc/self/mounts") or ""))
+    if mount is None:
+        module.fail_json(msg=f"fstrim: no mount holds {path}")
+    started = time.monotonic()
+    proc = subprocess.run(["fstrim", "-v", mount["mount_point"]], capture_output=True,
+                          text=True, check=False, cwd="/")  # fmt: skip
+    if proc.returncode != 0:
+        module.fail_json(
+            msg=f"fstrim {mount['mount_point']}: {oneline(proc.stderr or proc.stdout)}"
+        )
+    m = re.search(r"\(([0-9]+) bytes\)", proc.stdout)
+    return {"mount_point": mount["mount_point"], "trimmed_bytes": int(m.group(1)) if m else None,
+            "seconds": round(time.monotonic() - started, 3)}  # fmt: skip
+
+
 def main():
     module = Module(
         argument_spec={
@@ -418,6 +440,8 @@ def main():
             "databases": {"type": "list", "elements": "str", "default": []},
             "socket": {"type": "path", "default": "/var/run/postgresql"},
             "snapshot_sql": {"type": "str"},
+            # the cell's TRIM policy: recorded; fstrim: the data's filesystem trimmed first
+            "trim": {"type": "str", "choices": ["none", "discard", "fstrim"]},
             "cold_start": {
                 "type": "dict",
                 "options": {
@@ -435,6 +459,9 @@ def main():
     bad = [db for db in p["databases"] if not DATABASE.match(db)]
     if bad:
         module.fail_json(msg=f"databases: {', '.join(bad)}: not drivelab databases")
+    trimmed = None
+    if p["trim"] == "fstrim" and not module.check_mode and p["port"] is not None:
+        trimmed = fstrim(module, p["port"], p["socket"], p["databases"])
     if p["cold_start"] and not module.check_mode:
         cold = p["cold_start"]
         refused = refusal(cold["cluster"], p["databases"])
@@ -465,6 +492,8 @@ def main():
         "cpu": cpu(),
         "storage": storage(module, path),
     }
+    if p["trim"]:
+        environment["trim"] = {"policy": p["trim"], **(trimmed or {})}
     wal = os.path.join(extra["postgresql"]["data_directory"], "pg_wal") if extra else None
     if wal and os.path.islink(wal):
         # initdb --waldir: the WAL on a drive of its own, recorded as the data's storage is
