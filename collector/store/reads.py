@@ -55,7 +55,7 @@ class Reads:
         rows = self._all(
             "SELECT id, drive, workload, filesystem, placement, scale, clients, params_json,"
             " write_cache, filesystem_json, pg_settings_name, pg_settings_json, wal_drive,"
-            " drive_state, trim"
+            " drive_state, trim, clients_swept"
             " FROM cells WHERE scenario_id = ? ORDER BY id",
             (scenario_id,),
         )
@@ -67,7 +67,7 @@ class Reads:
                 mkfs_options=tuple(fs.get("mkfs_options") or ()),
                 mount_options=fs.get("mount_options"), filesystem_name=fs.get("name"),
                 pg_settings_name=r[10], pg_settings=json.loads(r[11]), wal_drive=r[12],
-                drive_state=r[13], trim=r[14],
+                drive_state=r[13], trim=r[14], clients_swept=bool(r[15]),
             )  # fmt: skip
             out.append((r[0], spec))
         return out

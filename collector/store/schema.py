@@ -190,6 +190,9 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Cursor], None], ...]] = {
         "ALTER TABLE cells ADD COLUMN drive_state TEXT",
         # the TRIM policy (in the key unless none); a version-4 cell had none
         "ALTER TABLE cells ADD COLUMN trim TEXT NOT NULL DEFAULT 'none'",
+        # one count of a client sweep (its folder named by -c and -j too: -c4j2); a
+        # version-4 cell's folder flag was not kept (1: it was one)
+        "ALTER TABLE cells ADD COLUMN clients_swept INTEGER NOT NULL DEFAULT 0",
     ),
 }
 

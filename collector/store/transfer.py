@@ -45,7 +45,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "cells": ("id", "scenario_id", "key", "drive", "workload", "filesystem", "placement",
               "scale", "clients", "params_json", "write_cache", "filesystem_json",
               "pg_settings_name", "pg_settings_json", "wal_drive",
-              "drive_state", "trim"),
+              "drive_state", "trim", "clients_swept"),
     "runs": ("id", "cell_id", "repetition", "attempt", "status", "reason", "started_at",
              "ended_at", "commands_json", "recorded_at", "controller"),
     "client_results": ("id", "run_id", "client", "status", "reason", "tps", "tps_kind",
@@ -63,7 +63,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 #: columns added to a table since the document format was made, and what a document
 #: without them (exported by an older drivelab) means by their absence
 LATER: dict[str, dict[str, Any]] = {
-    "cells": {"wal_drive": None, "drive_state": None, "trim": "none"}
+    "cells": {"wal_drive": None, "drive_state": None, "trim": "none", "clients_swept": 0}
 }
 
 _RUNS_OF = "SELECT r.id FROM runs r JOIN cells c ON c.id = r.cell_id WHERE c.scenario_id = ?"

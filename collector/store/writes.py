@@ -71,8 +71,8 @@ class Writes(Reads):
             made = cur.execute(
                 "INSERT INTO cells (scenario_id, key, drive, workload, filesystem, placement,"
                 " scale, clients, params_json, write_cache, filesystem_json, pg_settings_name,"
-                " pg_settings_json, wal_drive, drive_state, trim)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                " pg_settings_json, wal_drive, drive_state, trim, clients_swept)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                 " ON CONFLICT (scenario_id, key) DO NOTHING RETURNING id",
                 (
                     scenario_id,
@@ -91,6 +91,7 @@ class Writes(Reads):
                     cell.wal_drive,
                     cell.drive_state,
                     cell.trim,
+                    int(cell.clients_swept),
                 ),
             ).fetchone()
             if made is None:  # another controller added it since the SELECT

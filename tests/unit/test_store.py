@@ -327,8 +327,14 @@ def test_a_version_2_store_is_upgraded_and_reads_back_the_same(tmp_path):
         assert wal.key == "hdd tpcb ext4 cluster-wal-nvme s20 2cl c4"
         wid = s.add_cell(1, wal)
         assert s.cells(1)[-1] == (wid, wal)
+        # a client sweep's count read back as it was stored: its folder's name too
+        swept = replace(expected[1], clients_swept=True, drive_state="steady", trim="fstrim",
+                        params={"clients_per_host": 4, "threads": 2})  # fmt: skip
+        sid = s.add_cell(1, swept)
+        assert s.cells(1)[-1] == (sid, swept)
+        assert s.cells(1)[-1][1].cell_id.endswith("-c4j2-dssteady-trimfstrim")
     with Store.open(path) as s:  # reopened: nothing to migrate, the same cells
-        assert s.version() == 5 and len(s.cells(1)) == 4
+        assert s.version() == 5 and len(s.cells(1)) == 5
 
 
 #: the tables of a version-3 store, parents first
@@ -380,7 +386,7 @@ def _version_3_copy(source, target) -> None:
         keep = [
             i
             for i, c in enumerate(columns[table])
-            if c not in ("controller", "wal_drive", "drive_state", "trim")
+            if c not in ("controller", "wal_drive", "drive_state", "trim", "clients_swept")
         ]
         names = ", ".join(columns[table][i] for i in keep)
         cur.executemany(
