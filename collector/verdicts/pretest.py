@@ -68,7 +68,12 @@ def collect(folder: Path, labels: Mapping[str, str] | None = None) -> list[Sampl
         text = path.read_text(encoding="utf-8", errors="replace")
         try:
             if m["kind"] == "fio":
-                out += [_with_axes(s) for s in fio_samples(parse_fio_json(text, str(path)), lab)]
+                result = parse_fio_json(text, str(path))
+                axes = {j.name: matrix_axes(j.name, j.options) for j in result.jobs}
+                out += [
+                    replace(s, labels={**s.labels, **(axes.get(s.labels.get("job", "")) or {})})
+                    for s in fio_samples(result, lab)
+                ]
             else:
                 out += fsync_samples(parse_pg_test_fsync(text, str(path))[1], lab)
         except ParseError as err:
@@ -76,24 +81,27 @@ def collect(folder: Path, labels: Mapping[str, str] | None = None) -> list[Sampl
     return out
 
 
-#: a matrix job's name (collector.scenario.fiomatrix): its axes
-MATRIX_JOB = re.compile(
-    r"m-(?P<pattern>[a-z0-9]+)-(?P<bs>[0-9]+[km]?)-qd(?P<iodepth>[0-9]+)"
-    r"-nj(?P<numjobs>[0-9]+)-(?P<sync>direct|fdatasync)"
-)
+#: what begins the name of a matrix job (collector.scenario.fiomatrix), whose axes are
+#: read from the options fio itself reports it ran with (its "job options")
+MATRIX_PREFIX = "m-"
+_SIZE = re.compile(r"([0-9]+)([km]?)")
 _UNIT = {"": 1, "k": 1024, "m": 1048576}
 
 
-def _with_axes(s: Sample) -> Sample:
-    """A matrix job's sample with its axes as labels (``block_bytes`` in bytes)."""
-    m = MATRIX_JOB.fullmatch(s.labels.get("job", ""))
-    if m is None:
-        return s
-    bs = m["bs"]
-    size = int(bs.rstrip("km")) * _UNIT[bs[-1] if bs[-1] in "km" else ""]
-    axes = {"pattern": m["pattern"], "block_bytes": str(size), "iodepth": m["iodepth"],
-            "numjobs": m["numjobs"], "sync": m["sync"]}  # fmt: skip
-    return replace(s, labels={**s.labels, **axes})
+def matrix_axes(name: str, options: Mapping[str, str]) -> dict[str, str] | None:
+    """A matrix job's axes from fio's own account of its options (``block_bytes`` in
+    bytes; a random mix named ``mixed<read share>``), or None for a job of another kind
+    or one whose options do not say them."""
+    size = _SIZE.fullmatch(str(options.get("bs", "")).lower())
+    if not name.startswith(MATRIX_PREFIX) or size is None:
+        return None
+    rw = options.get("rw")
+    if rw is None or "iodepth" not in options or "numjobs" not in options:
+        return None
+    pattern = f"mixed{options.get('rwmixread', '50')}" if rw == "randrw" else rw
+    return {"pattern": pattern, "block_bytes": str(int(size[1]) * _UNIT[size[2]]),
+            "iodepth": options["iodepth"], "numjobs": options["numjobs"],
+            "sync": "fdatasync" if options.get("fdatasync") == "1" else "direct"}  # fmt: skip
 
 
 @dataclass(frozen=True)
