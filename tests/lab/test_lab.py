@@ -149,9 +149,10 @@ def process_tree(pid: int) -> list[int]:
     while todo:
         p = todo.pop()
         tree.append(p)
-        for task in Path(f"/proc/{p}/task").glob("*"):
-            with contextlib.suppress(OSError):  # ended meanwhile
-                todo += [int(c) for c in (task / "children").read_text().split()]
+        with contextlib.suppress(OSError):  # ended meanwhile (its /proc folder gone too)
+            for task in Path(f"/proc/{p}/task").glob("*"):
+                with contextlib.suppress(OSError):
+                    todo += [int(c) for c in (task / "children").read_text().split()]
     return tree
 
 

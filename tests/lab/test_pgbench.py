@@ -339,8 +339,8 @@ def test_the_demo_tells_nvme_from_hdd7200_and_marks_what_measured_the_clients(pg
     run measured the clients (the run fact client_bound: the clients' CPU above 90 %
     through the window) carries [c] on its table row, `client_bound: true` in the JSON and
     a caveat in `compare`, and the verdict line says so; a cell without the fact carries
-    no mark. On this lab nvme is client-bound (the demo's own result): the lab's clients
-    share the controller's two cores with the DB host."""
+    no mark. On this lab nvme is usually client-bound (the demo's own result: the lab's
+    clients share the controller's two cores with the DB host), not in every run."""
     doc = yaml.safe_load((REPO / "scenarios" / "seed-two-clients.yml").read_text())
     doc["drives"] = ["nvme", "hdd7200"]
     doc["sizes"]["lab"]["repetitions"] = 1
@@ -362,8 +362,10 @@ def test_the_demo_tells_nvme_from_hdd7200_and_marks_what_measured_the_clients(pg
     ratio = nvme["tps_mean"] / hdd["tps_mean"]
     print(f"demo: nvme {nvme['tps_mean']:.1f} tps, hdd7200 {hdd['tps_mean']:.1f} tps, {ratio:.1f}x")
     assert ratio >= 3, (nvme["tps_mean"], hdd["tps_mean"])
-    # each cell's mark as its run's fact; nvme's run measured the clients on this lab
-    assert facts_of["nvme"].get("client_bound"), facts_of["nvme"].get("client_cpu")
+    # each cell's mark as its run's fact. nvme's run usually measured the clients on this
+    # lab (their CPU above 90 % through the window), but not always: at 2,672 tps in one
+    # CI run their CPU stayed under it; the marks, the verdict and compare follow the fact
+    nvme_bound = bool(facts_of["nvme"].get("client_bound"))
     for drive, cell in cells.items():
         bound = bool(facts_of[drive].get("client_bound"))
         assert cell["client_bound"] is bound, (drive, cell)
@@ -375,16 +377,17 @@ def test_the_demo_tells_nvme_from_hdd7200_and_marks_what_measured_the_clients(pg
             caveat.BY_CODE[c].mark for c in codes
         ), (row, cell)
         assert ("c" in (marks.group(1).split() if marks else [])) is bound, row
-    assert caveat.CLIENT_BOUND in nvme["caveats"].split()
+    assert (caveat.CLIENT_BOUND in (nvme["caveats"] or "").split()) is nvme_bound
     verdict = next(line for line in out.splitlines() if line.startswith("verdict "))
-    assert verdict.startswith("verdict nvme vs hdd7200: ") and "client-bound" in verdict, verdict
-    assert "[c] client-bound" in out
+    assert verdict.startswith("verdict nvme vs hdd7200: "), verdict
+    assert ("client-bound" in verdict) is nvme_bound, verdict
+    assert ("[c] client-bound" in out) is any(c["client_bound"] for c in cells.values())
     compared = json.loads(drivelab("compare", "hdd7200", "nvme", "--db", db, "--json", "-").stdout)
     (pair,) = compared["pairs"]
-    assert pair["contender_client_bound"] is True, pair
+    assert pair["contender_client_bound"] is nvme_bound, pair
     assert pair["baseline_client_bound"] is bool(facts_of["hdd7200"].get("client_bound"))
     words = drivelab("compare", "hdd7200", "nvme", "--db", db, env={"COLUMNS": "80"}).stdout
-    assert "contender client-bound" in " ".join(words.split()), words
+    assert ("contender client-bound" in " ".join(words.split())) is nvme_bound, words
 
 
 def test_a_non_client_address_is_rejected(pg):
