@@ -95,6 +95,19 @@ def drivelab_run(path, env, **kw):
     )  # fmt: skip
 
 
+def run_scenario(tmp_path: Path, name: str, text: str) -> tuple[str, dict[str, str]]:
+    """`drivelab run` of the scenario ``text`` (as ``<name>.yml``) into its own results
+    folder under ``tmp_path``, which must end well: its output, and the environment the
+    verbs that read its results take (that folder, 200 columns)."""
+    scenario = tmp_path / f"{name}.yml"
+    scenario.write_text(textwrap.dedent(text))
+    env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"), COLUMNS="200")
+    proc = drivelab_run(scenario, env)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    return out, env
+
+
 def lease_status(inventory: Path | None = None) -> dict:
     """`drivelab status --json`: the lease on the DB host, as any controller reads it."""
     args = ["status", "--json"] + (["--inventory", str(inventory)] if inventory else [])
@@ -783,12 +796,7 @@ def test_wal_on_a_drive_of_its_own_lives_there_and_holds_that_drive_until_releas
     its words). While that cluster stands, hdd7200 is PostgreSQL's data to the gate: a
     reformat is refused by its code; the release of hdd7200 drops the cluster and its
     WAL folder, and the drive can be made again."""
-    scenario = tmp_path / "wal-test.yml"
-    scenario.write_text(textwrap.dedent(WAL))
-    env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"), COLUMNS="200")
-    proc = drivelab_run(scenario, env)
-    out, _ = proc.communicate(timeout=900)
-    assert proc.returncode == 0, out[-3000:]
+    out, env = run_scenario(tmp_path, "wal-test", WAL)
     assert "drives nvme, hdd7200: made and mounted together" in out, out[-3000:]
     devices = {d["name"]: os.path.realpath(d["device"]) for d in db_drives()}
     (cell,) = (p for p in (tmp_path / "results" / "runs" / "wal-test").iterdir() if p.is_dir())
@@ -855,12 +863,7 @@ def test_a_drive_is_purged_preconditioned_and_steady_before_its_cell_and_the_rep
     its run keep every step's figures and every round (under the class's cap: the caps
     stand while the state is reached); the report says each cell's state. The host
     refuses a drive that is no candidate before anything is written."""
-    scenario = tmp_path / "state-test.yml"
-    scenario.write_text(textwrap.dedent(STATES))
-    env = dict(os.environ, DRIVELAB_RESULTS=str(tmp_path / "results"), COLUMNS="200")
-    proc = drivelab_run(scenario, env)
-    out, _ = proc.communicate(timeout=900)
-    assert proc.returncode == 0, out[-3000:]
+    _, env = run_scenario(tmp_path, "state-test", STATES)
     runs = tmp_path / "results" / "runs" / "state-test"
     states = {}
     for name in ("fresh", "steady"):
