@@ -325,6 +325,8 @@ class LabDrive(_Closed):
     iops_cap: int
     backing_file: str
     attached: bool
+    cliff_after_bytes: int = 0
+    cliff_iops: int = 0
 
 
 class LeaseOrError(BaseModel):

@@ -187,9 +187,10 @@ def show_status(console: Console) -> lab.LabStatus:
         drives.add_column(col)
     for d in st.drives:
         dev = d.device if d.attached else f"[red]{d.device} (not attached)[/red]"
-        drives.add_row(
-            d.name, d.cls, str(d.iops_cap or "none"), human_size(d.size_bytes), dev, d.backing_file
-        )
+        cap = str(d.iops_cap or "none")
+        if d.cliff_iops:
+            cap += f", writes {d.cliff_iops} past {human_size(d.cliff_after_bytes)}"
+        drives.add_row(d.name, d.cls, cap, human_size(d.size_bytes), dev, d.backing_file)
     console.print(drives)
     if st.results_store:
         answers = "answers" if st.results_store_answers else "[red]no answer[/red]"

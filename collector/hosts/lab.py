@@ -35,6 +35,10 @@ class LabDrive:
     iops_cap: int
     backing_file: str
     attached: bool
+    # a cliff class's write cap once cliff_after_bytes have been written and not
+    # discarded since (0: no cliff)
+    cliff_after_bytes: int = 0
+    cliff_iops: int = 0
 
 
 @dataclass(frozen=True)
@@ -217,6 +221,8 @@ def status(path: Path = INVENTORY) -> LabStatus:
                         iops_cap=int(d.get("iops_cap") or 0),
                         backing_file=backing,
                         attached=attached,
+                        cliff_after_bytes=int((d.get("lab_cliff") or {}).get("after_bytes", 0)),
+                        cliff_iops=int((d.get("lab_cliff") or {}).get("iops", 0)),
                     )
                 )
     return LabStatus(

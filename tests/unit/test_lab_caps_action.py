@@ -30,9 +30,12 @@ def tree(tmp_path: Path) -> Path:
     return root
 
 
-def caps(tmp_path: Path, root: Path, throttle: list, *, name="drivelab-t", check=False) -> dict:
+def caps(tmp_path: Path, root: Path, throttle: list, *, name="drivelab-t", check=False,
+         cliff: str = "") -> dict:  # fmt: skip
     task = {"name": "Caps", "lab_caps": {
         "name": name, "root": str(root), "hierarchy": "v1", "throttle": throttle}}  # fmt: skip
+    if cliff:
+        task["lab_caps"]["cliff"] = cliff
     book = tmp_path / "caps.yml"
     book.write_text(
         yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}])

@@ -477,12 +477,13 @@ def test_the_lab_classes_carry_their_rotation_rates():
     defaults = yaml.safe_load((REPO / "roles/lab/defaults/main.yml").read_text())
     classes = defaults["lab_drive_classes"]
     assert {k: v.get("rpm") for k, v in classes.items()} == {
-        "nvme": 0, "ssd": 0, "hdd10k": 10000, "hdd7200": 7200, "hdd7200wc": 7200,
+        "nvme": 0, "ssd": 0, "hdd10k": 10000, "hdd7200": 7200, "hdd7200wc": 7200, "ssdcliff": 0,
     }  # fmt: skip
     # rotating on paper, uncapped in fact; the honest class at one IO per revolution
     assert classes["hdd7200wc"]["iops"] == 0 and classes["hdd7200"]["iops"] == 120
     names = [d["name"] for d in defaults["lab_drives"]]
-    assert names[-1] == "hdd7200wc", "last, so the other drives keep their loop devices"
+    # each added after the others, so the drives before keep their loop devices
+    assert names[-2:] == ["hdd7200wc", "ssdcliff"]
     template = (REPO / "roles/lab/templates/inventory/hosts.yml.j2").read_text()
     assert "rpm: {{ lab_drive_classes[r.item.class].rpm | int }}" in template
 

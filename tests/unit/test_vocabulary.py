@@ -175,7 +175,8 @@ def test_every_lab_drive_is_of_a_class_in_the_table():
 
 def test_the_lab_docs_table_is_the_drive_class_table():
     """docs/lab.md's "Emulated classes" table: a row per class, in the table's order,
-    with its backing, cap and rotation rate."""
+    with its backing, cap (a cliff class's write cap past its mark beside it) and
+    rotation rate."""
     lines = (REPO / "docs" / "lab.md").read_text(encoding="utf-8").splitlines()
     start = lines.index("| class | backing | IOPS cap | `rpm` in the inventory "
                         "| measured (fio randread 4 KiB qd1, 5 s, in the DB host) |")  # fmt: skip
@@ -189,11 +190,21 @@ def test_the_lab_docs_table_is_the_drive_class_table():
         (
             name,
             {"shm": "RAM", "disk": "disk"}[row["backing"]],
-            str(row["iops"]) if row["iops"] else "none",
+            (str(row["iops"]) if row["iops"] else "none") + cliff(row),
             str(row["rpm"]),
         )
         for name, row in CLASSES.items()
     ]
+
+
+def cliff(row: dict) -> str:
+    if "cliff" not in row:
+        return ""
+    mib = row["cliff"]["after_bytes"] // 2**20
+    return (
+        f" (writes past {mib} MiB: {row['cliff']['iops']},"
+        " [below](#a-drive-that-falls-off-a-cliff))"
+    )
 
 
 def test_a_drive_requests_defaults_are_spelled_once_and_documented_as_such():

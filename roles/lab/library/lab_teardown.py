@@ -101,9 +101,10 @@ def lab_pg_clusters(prefix):
 
 # Daemons of the lab that run on the controller, in no lab namespace: (pidfile below a
 # lab folder, program). The lab's Prometheus (role prometheus_server), its apt proxy, its
-# results store's postmaster (the first line of postmaster.pid), and each container host's
-# systemd-nspawn.
+# results store's postmaster (the first line of postmaster.pid), each container host's
+# systemd-nspawn, and the cliff watcher (module lab_cliff), which may write a cap.
 DAEMONS = (
+    ("cliff/watcher.pid", b"drivelab-cliff"),
     ("prometheus/prometheus.pid", b"prometheus"),
     ("results-pg/data/postmaster.pid", b"postgres"),
     ("apt-cacher-ng/apt-cacher-ng.pid", b"apt-cacher-ng"),
@@ -210,8 +211,11 @@ def main():
         )
         module.exit_json(changed=bool(todo or ours_bridge), would_remove=todo)
     try:
-        # IOPS caps off first: a process with I/O queued on a 120-IOPS device cannot die
-        # until that I/O is done
+        # the cliff watcher first, which would put a cap back; then the IOPS caps off: a
+        # process with I/O queued on a 120-IOPS device cannot die until that I/O is done
+        watcher = lab_daemons(p["dirs"], only=b"drivelab-cliff")
+        if watcher and end_pids(watcher):
+            raise LabError(f"the cliff watcher {watcher} did not end")
         for group in cgroups:
             lift_caps(Cgroupfs(), group)
         containers = lab_daemons(p["dirs"], only=b"systemd-nspawn")

@@ -163,11 +163,18 @@ def v2_io_rules(text):
 
 def ensure(fs, h, name, memory_limit, caps, *, check_mode=False):
     """The group ``name`` with the memory limit (bytes, rounded down to pages; None:
-    left alone) and exactly the IOPS caps in ``caps`` (the same both ways, as a drive
-    has). Returns whether anything changed (in check mode: would change)."""
+    left alone) and exactly the IOPS caps in ``caps``: {MAJ:MIN: iops} the same both ways,
+    as a drive has, or {MAJ:MIN: (read, write)} (a cliff class past its mark:
+    module_utils drivelab_cliff). Returns whether anything changed (in check mode: would
+    change)."""
     if h.kind == "v1":
         return _ensure_v1(fs, h, name, memory_limit, caps, check_mode=check_mode)
     return _ensure_v2(fs, h, name, memory_limit, caps, check_mode=check_mode)
+
+
+def _split(caps, index):
+    """{MAJ:MIN: iops} of one direction (0: read, 1: write) of ``caps``."""
+    return {dev: v[index] if isinstance(v, (tuple, list)) else v for dev, v in caps.items()}
 
 
 def _make(fs, folders, check_mode):
@@ -190,14 +197,14 @@ def _ensure_v1(fs, h, name, memory_limit, caps, *, check_mode):
             changed = True
             if not check_mode:
                 fs.write(path, str(want))
-    for direction in ("read", "write"):
+    for index, direction in enumerate(("read", "write")):
         path = os.path.join(blkio, f"blkio.throttle.{direction}_iops_device")
-        have = v1_rules(fs.read(path))
-        for dev in sorted(set(have) | set(caps)):
-            if have.get(dev) != caps.get(dev):
+        have, want = v1_rules(fs.read(path)), _split(caps, index)
+        for dev in sorted(set(have) | set(want)):
+            if have.get(dev) != want.get(dev):
                 changed = True
                 if not check_mode:
-                    fs.write(path, f"{dev} {caps.get(dev, 0)}")
+                    fs.write(path, f"{dev} {want.get(dev, 0)}")
     return changed
 
 
@@ -221,14 +228,14 @@ def _ensure_v2(fs, h, name, memory_limit, caps, *, check_mode):
             if not check_mode:
                 fs.write(path, str(want))
     path = os.path.join(group, "io.max")
-    have = v2_io_rules(fs.read(path))
+    have, reads, writes = v2_io_rules(fs.read(path)), _split(caps, 0), _split(caps, 1)
     for dev in sorted(set(have) | set(caps)):
-        want = {"riops": caps[dev], "wiops": caps[dev]} if dev in caps else {}
+        want = {"riops": reads[dev], "wiops": writes[dev]} if dev in caps else {}
         if have.get(dev, {}) != want:
             changed = True
             if not check_mode:
-                value = caps.get(dev, "max")
-                fs.write(path, f"{dev} riops={value} wiops={value}")
+                r, w = reads.get(dev, "max"), writes.get(dev, "max")
+                fs.write(path, f"{dev} riops={r} wiops={w}")
     return changed
 
 
