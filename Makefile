@@ -7,15 +7,21 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY := /usr/bin/python3
 
-# What the lab, the host side and the tests need from Debian.
-APT_PACKAGES := postgresql postgresql-client postgresql-contrib fio openssh-server openssh-client \
+# What the demo needs from Debian: the namespace lab, the server under test, the host
+# side's tools, telemetry, the venv.
+DEMO_PACKAGES := postgresql postgresql-client postgresql-contrib fio openssh-server openssh-client \
 	xfsprogs btrfs-progs e2fsprogs util-linux iproute2 procps psmisc \
 	prometheus prometheus-node-exporter smartmontools hdparm sdparm nvme-cli mdadm \
-	fdisk parted python3-psycopg2 python3-venv python3-pip sqlite3 chromium \
-	systemd-container debootstrap apt-cacher-ng faketime \
-	qemu-system-x86 qemu-utils
+	python3-psycopg2 python3-venv python3-pip sqlite3
+# What the tests need beyond it: Chromium (the HTML report rendered headless), the
+# container and VM labs (systemd-nspawn, debootstrap, the lab's apt proxy, qemu) and
+# libfaketime (clocks off the controller's), sfdisk (a partition table the gate must refuse,
+# the VM's root disk).
+TEST_PACKAGES := chromium systemd-container debootstrap apt-cacher-ng faketime \
+	qemu-system-x86 qemu-utils fdisk
+APT_PACKAGES := $(DEMO_PACKAGES) $(TEST_PACKAGES)
 
-.PHONY: help setup apt venv constraints demo test long-test lint unit lab-test bench down clean
+.PHONY: help setup setup-demo apt apt-demo venv venv-run constraints demo test long-test lint unit lab-test bench down clean
 
 help:
 	@echo "make demo    build the local lab, run the two-client scenario (lab size), print the report"
@@ -24,12 +30,16 @@ help:
 	@echo "make bench   every script in bench/, each writing its section of docs/benchmarks.md (hours)"
 	@echo "make down    tear the local lab down"
 
+# Everything the tests need (make test); setup-demo: only what the demo needs (make demo)
 setup: apt venv
+setup-demo: apt-demo venv-run
 
 # Installs only what is missing; services are kept from starting in the host's own
 # namespace (the lab starts its own, inside its namespaces).
-apt:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+apt: PACKAGES := $(APT_PACKAGES)
+apt-demo: PACKAGES := $(DEMO_PACKAGES)
+apt apt-demo:
+	@missing=$$(for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "drivelab: installing Debian packages:" $$missing; \
 	  made_policy=0; \
@@ -40,7 +50,9 @@ apt:
 	  exit $$rc; \
 	fi
 
+# venv: drivelab and the tools of the tests and lint; venv-run: drivelab alone
 venv: $(VENV)/.installed
+venv-run: $(VENV)/.installed-run
 
 # pip itself pinned; every package pip pulls in held to constraints.txt
 PIP_VERSION := 26.3
@@ -49,6 +61,12 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q pip==$(PIP_VERSION)
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	@touch $@ $(VENV)/.installed-run
+
+$(VENV)/.installed-run: pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q pip==$(PIP_VERSION)
+	$(BIN)/pip install -q -c constraints.txt -e .
 	@touch $@
 
 # constraints.txt from the venv as it is (after a pin in pyproject.toml changed)
@@ -59,11 +77,11 @@ constraints: venv
 # The lab, then the seeds' two-client cache-defeating test in its lab size over the four
 # emulated drive classes (its preflight checks every host answers over SSH first),
 # ending with the report.
-demo: setup
+demo: setup-demo
 	$(BIN)/drivelab lab up
 	$(BIN)/drivelab run scenarios/seed-two-clients.yml --size lab
 
-down: venv
+down: venv-run
 	$(BIN)/drivelab lab down
 
 lint: venv

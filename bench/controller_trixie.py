@@ -11,22 +11,17 @@ the container shares the controller's, for Debian's archive and PyPI only (apt, 
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
+from _container import fresh_machine, image, lab_is_up
 from _report import machine_note, update_section
 
 REPO = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 CACHE = Path("/var/cache/drivelab/images")
-IMAGE = CACHE / "trixie"
 #: what a user types first on a fresh machine (README), then the Makefile's targets
 STEPS = [
     (
@@ -37,103 +32,18 @@ STEPS = [
     ("make unit", "make unit"),
     ("make lint", "make lint"),
 ]
-
-
-def image() -> Path:
-    """The lab's Debian 13 image, built by the lab role's own module when missing."""
-    if not (IMAGE / "image.json").exists():
-        env = dict(
-            os.environ,
-            ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-            ANSIBLE_LIBRARY=str(REPO / "roles/lab/library"),
-            ANSIBLE_MODULE_UTILS=str(REPO / "roles/lab/module_utils"),
-        )
-        args = {
-            "release": "trixie",
-            "cache_dir": str(CACHE),
-            "packages": ["systemd", "systemd-sysv", "dbus", "openssh-server", "python3"],
-        }
-        subprocess.run(
-            [
-                str(BIN / "ansible"),
-                "localhost",
-                "-c",
-                "local",
-                "-m",
-                "lab_image",
-                "-a",
-                json.dumps(args),
-            ],
-            cwd=REPO,
-            env=env,
-            check=True,
-        )
-    return IMAGE / "rootfs"
-
-
-def nspawn_argv(root: Path) -> list[str]:
-    """No machined, no unit of its own (--keep-unit: no system bus needed), the
-    controller's DNS for the archive and PyPI, output as a plain pipe."""
-    return [
-        "systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "--as-pid2",
-        "--machine=drivelab-trixie-controller", "--resolv-conf=copy-host", "--timezone=off",
-        "--link-journal=no", "--console=pipe", f"--directory={root}",
-    ]  # fmt: skip
-
-
-def nspawn(root: Path, command: str, log: Path) -> tuple[float, int]:
-    argv = [
-        *nspawn_argv(root),
-        "--chdir=/root/drivelab",
-        "--setenv=DEBIAN_FRONTEND=noninteractive",
-        "/bin/bash",
-        "-ec",
-        command,
-    ]
-    start = time.monotonic()
-    with open(log, "ab") as out:
-        out.write(f"\n$ {command}\n".encode())
-        out.flush()
-        rc = subprocess.run(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, check=False
-        ).returncode
-    return time.monotonic() - start, rc
-
-
-def site_trust(root: Path) -> list[str]:
-    """What any machine on the controller's network carries, as the controller does: its
-    local CA certificates (ca-certificates adds them to the store when apt installs it)
-    and pip's site configuration. Nothing of drivelab's."""
-    copied = []
-    local = Path("/usr/local/share/ca-certificates")
-    if local.is_dir():
-        dest = root / "usr/local/share/ca-certificates"
-        dest.mkdir(parents=True, exist_ok=True)
-        for crt in local.glob("*.crt"):
-            shutil.copy2(crt, dest / crt.name)
-            copied.append(str(crt))
-    if Path("/etc/pip.conf").is_file():
-        shutil.copy2("/etc/pip.conf", root / "etc/pip.conf")
-        copied.append("/etc/pip.conf")
-    return copied
-
-
-def tail(log: Path, n: int = 3) -> list[str]:
-    lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
-    return lines[-n:]
+#: the lab's Debian 13 image (its cache, its packages)
+PACKAGES = ["systemd", "systemd-sysv", "dbus", "openssh-server", "python3"]
 
 
 def main() -> int:
     if os.geteuid() != 0:
         print("controller_trixie: run as root (systemd-nspawn)", file=sys.stderr)
         return 2
-    if Path("/var/lib/drivelab/settings.json").exists():
-        # a container started beside the lab gets a copy of the mount table with the
-        # lab's drives in it, which kept two loop devices from detaching at lab down
+    if lab_is_up():
         print("controller_trixie: a lab is up; run drivelab lab down first", file=sys.stderr)
         return 2
-    rootfs = image()
-    meta = json.loads((IMAGE / "image.json").read_text())
+    rootfs, meta = image("trixie", CACHE, PACKAGES)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
         cwd=REPO,
@@ -141,33 +51,18 @@ def main() -> int:
         text=True,
         check=True,
     ).stdout.strip()
-    work = Path(tempfile.mkdtemp(prefix="drivelab-trixie-controller-", dir="/var/tmp"))
-    log = work / "steps.log"
     results = []
-    try:
-        root = work / "root"
-        subprocess.run(["cp", "-a", "--reflink=auto", str(rootfs), str(root)], check=True)
-        (root / "root/drivelab").mkdir(parents=True)
-        archive = subprocess.run(
-            ["git", "archive", "HEAD"], cwd=REPO, capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(root / "root/drivelab")], input=archive, check=True)
-        site_trust(root)
+    with fresh_machine(rootfs, "drivelab-trixie-controller") as m:
         for shown, command in STEPS:
-            seconds, rc = nspawn(root, command, log)
+            seconds, rc = m.run(command)
             results.append((shown, seconds, rc))
             print(f"{shown}: exit {rc}, {seconds:.1f} s", flush=True)
             if rc != 0:
-                print("\n".join(tail(log, 15)))
+                print("\n".join(m.tail(15)))
                 break
-        python = subprocess.run(
-            [*nspawn_argv(root), "/root/drivelab/.venv/bin/python", "--version"],
-            capture_output=True, text=True, check=False,
-        ).stdout.strip()  # fmt: skip
-        text = re.sub(r"\x1b\[[0-9;]*m", "", log.read_text(errors="replace"))
+        python = m.output("/root/drivelab/.venv/bin/python", "--version")
+        text = re.sub(r"\x1b\[[0-9;]*m", "", m.log.read_text(errors="replace"))
         summary = re.findall(r"^=*\s*(\d+ passed[^=\n]* in [0-9.]+s)", text, re.M)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
     ok = len(results) == len(STEPS) and all(rc == 0 for _, _, rc in results)
     lines = [
