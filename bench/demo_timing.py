@@ -98,9 +98,9 @@ def on_this_machine() -> list[tuple[str, float, subprocess.CompletedProcess]]:
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
         for shown, argv in (
             ("make setup-demo", ["make", "setup-demo"]),
-            ("lab up", [".venv/bin/drivelab", "lab", "up"]),
-            ("the scenario", [".venv/bin/drivelab", "run", "scenarios/seed-two-clients.yml",
-                              "--size", "lab"]),
+            ("drivelab lab up", [".venv/bin/drivelab", "lab", "up"]),
+            ("drivelab run scenarios/seed-two-clients.yml --size lab",
+             [".venv/bin/drivelab", "run", "scenarios/seed-two-clients.yml", "--size", "lab"]),
         ):  # fmt: skip
             seconds, proc = timed(argv, clone)
             steps.append((shown, seconds, proc))
