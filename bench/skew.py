@@ -1,4 +1,4 @@
-"""Start skew of synchronized pgbench across 2, 4, 8, 16 and 32 lab clients: with the
+"""Start skew of synchronized pgbench across 2, 4, 8, 16, 32 and 64 lab clients: with the
 start-at wrapper (every client sleeps until one agreed instant), and for comparison
 with a plain Ansible async launch (each client starts when Ansible reaches it).
 
@@ -7,15 +7,22 @@ own), connections up (launch + pgbench's initial connection time: the DB host's)
 first transactions (start = end - latency, from the per-transaction logs). Beside them,
 the two-phase start's own figures: the lead the instant was chosen with once every
 client was armed, how long handing it to the last client took, and how late after the
-instant the last launch came. Targets (issue 23): launch skew <= 10 ms at 32 client
-hosts. Builds its own lab (as many
-clients as the largest size) and tears it down. Figures go to docs/benchmarks.md.
+instant the last launch came. Targets (issue 59): launch skew <= 5 ms at 32 client hosts
+and <= 10 ms at 64, in both runs. The controller's cost of each synchronized repetition
+beside them: CPU-seconds and peak memory of this process's tree (the runner, each
+ansible-playbook and its forks, ssh and its connection masters) over the repetition, per
+client host, and the slope of both against the number of client hosts (least squares over
+the sizes), so a larger fleet's cost is a measured line, not a guess. Builds its own
+namespace lab (as many clients as the largest size; the container lab stops near 20
+clients on a host's default inotify limit: docs/scaling.md) and tears it down. Figures go
+to docs/benchmarks.md with the commit measured.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,16 +30,30 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _labrun import launch_lead
+from _labrun import ProcSampler, launch_lead, usage
 from _report import machine_note, update_section
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVELAB = str(Path(sys.executable).parent / "drivelab")
 #: client host counts; DRIVELAB_SKEW_SIZES=8,16 measures only those
-SIZES = tuple(int(n) for n in os.environ.get("DRIVELAB_SKEW_SIZES", "2,4,8,16,32").split(","))
+SIZES = tuple(int(n) for n in os.environ.get("DRIVELAB_SKEW_SIZES", "2,4,8,16,32,64").split(","))
 #: DRIVELAB_SKEW_PLAIN=0 leaves out the plain Ansible async comparison
 PLAIN = os.environ.get("DRIVELAB_SKEW_PLAIN", "1") != "0"
 REPEATS = 2
+#: launch skew targets, ms, by client hosts (issue 59)
+TARGETS = {32: 5.0, 64: 10.0}
+
+
+def commit() -> str:
+    proc = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+        capture_output=True, text=True, check=False,
+    ).stdout.strip()  # fmt: skip
+    return proc.stdout.strip() + (" with uncommitted changes" if dirty else "")
 
 
 def main() -> None:
@@ -42,7 +63,11 @@ def main() -> None:
     from collector.run import stages as runner  # noqa: PLC0415
 
     subprocess.run([DRIVELAB, "lab", "down"], cwd=REPO, check=True, capture_output=True)
+    measured = commit()
     rows = []
+    #: (client hosts, CPU-seconds, peak tree RSS bytes) per synchronized repetition
+    costs: list[tuple[int, float, int]] = []
+    sampler = ProcSampler(os.getpid(), interval=0.5).start()
     try:
         subprocess.run([DRIVELAB, "lab", "up", "--clients", str(max(SIZES))], cwd=REPO, check=True)
         runner.provision()
@@ -65,6 +90,11 @@ def main() -> None:
                         db_host="dbhost",
                         synchronized=synchronized,
                     )
+                    ended = time.time()
+                    if synchronized:
+                        use = usage(sampler.samples, ended - (time.monotonic() - started), ended)
+                        if use is not None:
+                            costs.append((n, use.tree_mean * use.seconds, use.tree_rss_peak))
                     facts = dict(gather_run(run_dir).run.facts)
                     skews.append(facts["start_skew_s"] * 1000)
                     launches.append(facts["launch_skew_s"] * 1000)
@@ -88,19 +118,21 @@ def main() -> None:
                     )
                 rows.append((n, synchronized, skews, launches, connects, leads, rts))
     finally:
+        sampler.stop()
         subprocess.run([DRIVELAB, "lab", "down"], cwd=REPO, check=False, capture_output=True)
 
     body = [
         "## Start skew (`bench/skew.py`)",
         "",
-        machine_note(),
+        f"{machine_note()}; commit {measured}",
         "",
         "pgbench -c 2 -j 1 -T 5 -n on every client host, scale 1, nvme-class drive, "
         "tablespace placement. Launch skew: spread of the instants the clients' pgbench "
         "processes were started (drivelab's own). Connections up: spread of launch + pgbench's "
         "initial connection time (the DB host's: it authenticates every connection at once). "
         "First transactions: spread of the clients' first logged transactions (start = end - "
-        f"latency). {REPEATS} runs each; target: launch skew <= 10 ms at 32 client hosts. "
+        f"latency). {REPEATS} runs each; targets: launch skew <= 5 ms at 32 client hosts and "
+        "<= 10 ms at 64, in every run. "
         "Lead: how far ahead the start instant was chosen once every client was armed; "
         "handed over: how long the instant took to reach the last client; late: how long "
         "after the instant the last launch came (the wrapper sleeps to the instant; late "
@@ -124,7 +156,57 @@ def main() -> None:
             f"| {col([lead[0] for lead in leads], 0)} | {col([lead[1] for lead in leads], 0)} "
             f"| {col([lead[2] for lead in leads])} | {', '.join(rts)} |"
         )
+    for n, limit in TARGETS.items():
+        worst = [max(r[3]) for r in rows if r[0] == n and r[1]]
+        if worst:
+            verdict = "met" if worst[0] <= limit else "not met"
+            body.append("")
+            body.append(
+                f"**{n} client hosts: launch skew at most {worst[0]:.1f} ms (target <= "
+                f"{limit:.0f} ms: {verdict})**"
+            )
+            print(f"{n} client hosts: launch skew at most {worst[0]:.1f} ms: {verdict}")
+    body += controller_cost(costs)
     update_section("skew", "\n".join(body))
+
+
+def controller_cost(costs: list[tuple[int, float, int]]) -> list[str]:
+    """The controller's CPU and memory per synchronized repetition, per client host, and
+    the fitted lines over the sizes."""
+    if not costs:
+        return []
+    out = [
+        "",
+        "The controller's cost of one synchronized repetition (start to fetched outputs), "
+        "sampled from /proc every 0.5 s: CPU-seconds of this script's process tree (the "
+        "runner, each ansible-playbook and its forks, ssh and its connection masters; the "
+        "sampler itself included) and the peak of its summed RSS (shared pages counted once "
+        "per process). Mean of the runs.",
+        "",
+        "| client hosts | CPU-s per repetition | CPU-s per client host | peak RSS of the tree "
+        "| RSS per client host |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    sizes = sorted({n for n, _, _ in costs})
+    for n in sizes:
+        cpu = [c for m, c, _ in costs if m == n]
+        rss = [r for m, _, r in costs if m == n]
+        mc, mr = sum(cpu) / len(cpu), sum(rss) / len(rss)
+        out.append(
+            f"| {n} | {mc:.2f} | {mc / n:.3f} | {mr / 1024**2:.0f} MiB | "
+            f"{mr / n / 1024**2:.1f} MiB |"
+        )
+    if len(sizes) > 1:
+        xs = [float(n) for n, _, _ in costs]
+        cpu_slope, cpu_base = statistics.linear_regression(xs, [c for _, c, _ in costs])
+        rss_slope, rss_base = statistics.linear_regression(xs, [r / 1024**2 for _, _, r in costs])
+        out += [
+            "",
+            f"Fitted over the sizes: **{cpu_slope:.3f} CPU-s per client host per repetition** "
+            f"(+ {cpu_base:.2f} s whatever the size) and **{rss_slope:.1f} MiB per client "
+            f"host** (+ {rss_base:.0f} MiB).",
+        ]
+    return out
 
 
 if __name__ == "__main__":
