@@ -346,6 +346,8 @@ def prepare_database(
         "pgbench_database_facts_dir": str(facts),
         "pgbench_database_provisioned": provisioned,
         "drivelab_postgresql_settings": dict(cell.pg_settings),
+        # the DB host refuses a cell whose sessions do not fit in max_connections
+        "pgbench_database_sessions_per_client": cell.pgbench.clients_per_host,
     }
     if cell.hosts:
         extra["pgbench_database_clients"] = list(cell.hosts)

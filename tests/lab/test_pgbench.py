@@ -284,6 +284,30 @@ def test_a_database_stage_again_finds_the_init_marker_and_does_not_initialise(pg
     ]
 
 
+def test_a_cell_whose_sessions_do_not_fit_in_max_connections_is_refused_and_changes_nothing(pg):
+    """2 client hosts at -c 60 are 120 sessions, and the lab's server takes 97 of its 100
+    (3 reserved for superusers): the DB host refuses the cell in one line before its
+    databases are touched (64 client hosts at -c 2 ran with 16 clients refused before)."""
+    runner = pg["runner"]
+    from collector.hosts.playbook import PlaybookFailed  # noqa: PLC0415
+
+    cell = runner.Cell(
+        "pgbench-test", "hdd7200", "ext4", "tablespace", 5,
+        pgbench=runner.PgbenchOptions(clients_per_host=60, threads=2, duration=10),
+    )  # fmt: skip
+    before = db_tablespaces()
+    with pytest.raises(PlaybookFailed) as failed:
+        runner.prepare_database(cell)
+    assert (
+        "the cell's runs open 120 sessions at once (2 client hosts x 60 connections, -c) and"
+        " the server takes 97 from them (max_connections 100 less 3 reserved): ask for fewer"
+        " client hosts or connections, or raise max_connections in the cell's PostgreSQL"
+        " settings"
+    ) in str(failed.value), str(failed.value)
+    assert "\n" not in str(failed.value)
+    assert db_tablespaces() == before
+
+
 def test_the_stored_run_carries_its_environment(pg):
     """The environment of the nvme tablespace run above (made here when run alone), as
     stored: the drive's mount as mounted, this machine's kernel, the server's settings."""

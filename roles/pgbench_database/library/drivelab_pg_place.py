@@ -9,7 +9,11 @@ their init markers (the role decides which need pgbench -i), and how many client
 run pgbench -i at once (``inits_at_once``): ``init_at_once`` when given, else (0) as
 many as the memory that holds on this host allows beside the server's shared_buffers,
 with maintenance_work_mem for each init's index builds (module_utils drivelab_memory;
-its figures in ``init_memory``).
+its figures in ``init_memory``). First of all, before anything is changed, with
+``sessions_per_client``: the cell's runs must fit in the connection slots the server
+leaves to non-superusers (max_connections less superuser_reserved_connections and, from
+PostgreSQL 16, reserved_connections), or every client past them fails to connect and
+the run is partial (64 client hosts at -c 2 on the stock 100: 16 clients refused).
 
 Eight tasks did this before, a module run each in every database stage
 (docs/scaling.md, "Why the hot path is shaped as it is"). psql as postgres over the Unix
@@ -37,6 +41,7 @@ options:
   tablespace: {type: str, required: true, description: "the cell's tablespace name (drivelab_<fs>; tablespace placement)"}
   clients: {type: list, elements: str, required: true, description: "client hosts: database and role drivelab_<client> each"}
   init_at_once: {type: int, default: 0, description: "clients that run pgbench -i at once; 0: as many as the memory allows"}
+  sessions_per_client: {type: int, default: 0, description: "pgbench -c of the cell's runs: refused when they do not fit; 0: not checked"}
 """
 
 NAME = re.compile(r"^drivelab_[A-Za-z0-9_-]+$")
@@ -58,6 +63,11 @@ MEMORY_SETTINGS = r"""
 SELECT json_object_agg(name, setting::bigint * CASE unit WHEN '8kB' THEN 8192 WHEN 'kB' THEN 1024
                                                         WHEN 'MB' THEN 1048576 ELSE 1 END)
 FROM pg_settings WHERE name IN ('shared_buffers', 'maintenance_work_mem')
+"""
+# the slots non-superusers may take (reserved_connections exists from PostgreSQL 16)
+SLOTS = r"""
+SELECT json_object_agg(name, setting::int) FROM pg_settings
+WHERE name IN ('max_connections', 'superuser_reserved_connections', 'reserved_connections')
 """
 # each statement its own psql run (CREATE/DROP DATABASE and TABLESPACE refuse a
 # transaction block); the result is a JSON value, so json_value reads it like a query
@@ -95,6 +105,20 @@ def tablespace_folder(module, path):
     return changed
 
 
+def fits(module, slots, hosts, per_client):
+    """Fails the module unless ``hosts`` x ``per_client`` sessions fit in ``slots`` (the
+    server's connection settings) beside the reserved ones."""
+    reserved = slots.get("superuser_reserved_connections", 0) + slots.get("reserved_connections", 0)
+    room = slots["max_connections"] - reserved
+    if hosts * per_client > room:
+        module.fail_json(
+            msg=f"the cell's runs open {hosts * per_client} sessions at once ({hosts} client hosts x"
+            f" {per_client} connections, -c) and the server takes {room} from them (max_connections"
+            f" {slots['max_connections']} less {reserved} reserved): ask for fewer client hosts or"
+            " connections, or raise max_connections in the cell's PostgreSQL settings"
+        )
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -105,6 +129,7 @@ def main():
             "tablespace": {"type": "str", "required": True},
             "clients": {"type": "list", "elements": "str", "required": True},
             "init_at_once": {"type": "int", "default": 0},
+            "sessions_per_client": {"type": "int", "default": 0},
         },
         supports_check_mode=True,
     )
@@ -128,6 +153,8 @@ def main():
     cell = Cell(module)
     done = []
     try:
+        if p["sessions_per_client"] > 0:
+            fits(module, cell.value(SLOTS), len(p["clients"]), p["sessions_per_client"])
         if p["placement"] == "tablespace":
             location = os.path.join(p["mount"], "pg")
             if tablespace_folder(module, location):
