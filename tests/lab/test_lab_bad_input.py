@@ -1,5 +1,6 @@
 """`drivelab lab up` refuses a bridge name or subnet held by something that is not the
-lab's, in one line naming it, and creates nothing."""
+lab's, a cgroup hierarchy without its controllers, and more container hosts than the
+machine's inotify limit lets boot, in one line naming it, and creates nothing."""
 
 from __future__ import annotations
 
@@ -63,6 +64,26 @@ def test_lab_up_without_a_usable_hierarchy_stops_in_one_line_before_making_anyth
         in fatal[0]
     ), fatal[0]
     assert "boot with cgroup v2" in fatal[0]
+    assert_no_lab()
+
+
+def test_more_containers_than_the_inotify_limit_lets_boot_are_refused_before_anything():
+    """On a limit of 128 (Debian's default, given here as the machine's value: this
+    machine's own may differ) 23 containers booted and the 24th's systemd did not: 64
+    clients and the DB host are refused, with the most this machine takes and the limit
+    that would take them."""
+    drivelab("lab", "down")
+    proc = playbook(
+        "lab.yml", {"lab_hosts": "container", "lab_clients": 64, "lab_inotify_instances": 128}
+    )
+    assert proc.returncode != 0
+    fatal = [line for line in proc.stdout.splitlines() if "inotify instances" in line]
+    assert fatal, proc.stdout[-2000:]
+    assert (
+        "lab: 65 container hosts need about 358 inotify instances (their systemd's) and"
+        " fs.inotify.max_user_instances is 128: at most 22 clients on this machine;"
+        " ask for fewer, or raise the limit (sysctl -w fs.inotify.max_user_instances=384)"
+    ) in fatal[0], fatal[0]
     assert_no_lab()
 
 
