@@ -40,6 +40,10 @@ SIZES = tuple(int(n) for n in os.environ.get("DRIVELAB_SKEW_SIZES", "2,4,8,16,32
 #: DRIVELAB_SKEW_PLAIN=0 leaves out the plain Ansible async comparison
 PLAIN = os.environ.get("DRIVELAB_SKEW_PLAIN", "1") != "0"
 REPEATS = 2
+#: room for every size's sessions (64 client hosts x -c 2: 128; the stock 100 leaves 97)
+#: at every size alike, and the DB host's memory for as many backends
+PG_SETTINGS = {"max_connections": "200"}
+DB_MEMORY = "1G"
 #: launch skew targets, ms, by client hosts (issue 59)
 TARGETS = {32: 5.0, 64: 10.0}
 
@@ -69,7 +73,10 @@ def main() -> None:
     costs: list[tuple[int, float, int]] = []
     sampler = ProcSampler(os.getpid(), interval=0.5).start()
     try:
-        subprocess.run([DRIVELAB, "lab", "up", "--clients", str(max(SIZES))], cwd=REPO, check=True)
+        subprocess.run(
+            [DRIVELAB, "lab", "up", "--clients", str(max(SIZES)), "--db-memory", DB_MEMORY],
+            cwd=REPO, check=True,
+        )  # fmt: skip
         runner.provision()
         runner.prepare_drives([{"name": "nvme", "drives": ["nvme"], "fs": "ext4"}])
         for n in SIZES:
@@ -77,6 +84,7 @@ def main() -> None:
             cell = runner.Cell(
                 "bench-skew", "nvme", "ext4", "tablespace", 1, hosts=hosts,
                 pgbench=runner.PgbenchOptions(clients_per_host=2, threads=1, duration=5),
+                pg_settings=PG_SETTINGS,
             )  # fmt: skip
             runner.prepare_database(cell)
             for synchronized in (True, False) if PLAIN else (True,):
@@ -95,7 +103,13 @@ def main() -> None:
                         use = usage(sampler.samples, ended - (time.monotonic() - started), ended)
                         if use is not None:
                             costs.append((n, use.tree_mean * use.seconds, use.tree_rss_peak))
-                    facts = dict(gather_run(run_dir).run.facts)
+                    gathered = gather_run(run_dir).run
+                    if gathered.status.value != "complete":  # no figures from a partial run
+                        raise SystemExit(
+                            f"bench/skew.py: {n} clients, rep {rep}: the run is "
+                            f"{gathered.status.value}: {gathered.reason} ({run_dir})"
+                        )
+                    facts = dict(gathered.facts)
                     skews.append(facts["start_skew_s"] * 1000)
                     launches.append(facts["launch_skew_s"] * 1000)
                     woke = facts.get("wake_realtime") or {}
@@ -121,13 +135,20 @@ def main() -> None:
         sampler.stop()
         subprocess.run([DRIVELAB, "lab", "down"], cwd=REPO, check=False, capture_output=True)
 
+    write_section(rows, costs, measured)
+
+
+def write_section(rows: list, costs: list[tuple[int, float, int]], measured: str) -> None:
+    """The section skew of docs/benchmarks.md: the table, the targets, the controller's cost."""
     body = [
         "## Start skew (`bench/skew.py`)",
         "",
         f"{machine_note()}; commit {measured}",
         "",
         "pgbench -c 2 -j 1 -T 5 -n on every client host, scale 1, nvme-class drive, "
-        "tablespace placement. Launch skew: spread of the instants the clients' pgbench "
+        f"tablespace placement, max_connections {PG_SETTINGS['max_connections']} and a "
+        f"{DB_MEMORY} DB host at every size (64 x 2 sessions do not fit in the stock 100); "
+        "every run complete. Launch skew: spread of the instants the clients' pgbench "
         "processes were started (drivelab's own). Connections up: spread of launch + pgbench's "
         "initial connection time (the DB host's: it authenticates every connection at once). "
         "First transactions: spread of the clients' first logged transactions (start = end - "
