@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.hostcode import module_util
+from tests.unit.hostcode import library_module, module_util
 
 MiB = 1024**2
 GiB = 1024**3
@@ -81,3 +81,49 @@ def test_a_negative_init_at_once_is_refused_in_one_line_before_anything(tmp_path
     assert proc.returncode != 0, proc.stdout
     assert "pgbench_database_init_at_once: -1: must be 0" in proc.stdout, proc.stdout + proc.stderr
     assert "is not mounted" not in proc.stdout, proc.stdout
+
+
+class _Refused(Exception):
+    pass
+
+
+class _Module:
+    """What ``fits`` asks of an AnsibleModule: fail_json, which ends the module."""
+
+    def fail_json(self, msg: str) -> None:
+        raise _Refused(msg)
+
+
+@pytest.mark.parametrize(
+    ("slots", "hosts", "per_client", "refused"),
+    [
+        # PostgreSQL 15's stock 100 with 3 for superusers: 97 for the clients
+        ({"max_connections": 100, "superuser_reserved_connections": 3}, 2, 48, None),
+        ({"max_connections": 100, "superuser_reserved_connections": 3}, 97, 1, None),
+        (
+            {"max_connections": 100, "superuser_reserved_connections": 3}, 64, 2,
+            "128 sessions at once (64 client hosts x 2 connections, -c) and the server takes"
+            " 97 from them (max_connections 100 less 3 reserved)",
+        ),
+        # PostgreSQL 16's reserved_connections counts too
+        ({"max_connections": 100, "superuser_reserved_connections": 3,
+          "reserved_connections": 5}, 4, 23, None),
+        (
+            {"max_connections": 100, "superuser_reserved_connections": 3,
+             "reserved_connections": 5}, 3, 31,
+            "93 sessions at once (3 client hosts x 31 connections, -c) and the server takes"
+            " 92 from them (max_connections 100 less 8 reserved)",
+        ),
+    ],
+)  # fmt: skip
+def test_a_cells_sessions_must_fit_in_the_servers_slots(slots, hosts, per_client, refused):
+    module_util("drivelab", "drivelab_memory")  # it imports them from ansible.module_utils
+    module_util("drivelab", "drivelab_psql")
+    place = library_module("pgbench_database", "drivelab_pg_place")
+    if refused is None:
+        place.fits(_Module(), slots, hosts, per_client)
+        return
+    with pytest.raises(_Refused) as err:
+        place.fits(_Module(), slots, hosts, per_client)
+    assert refused in str(err.value)
+    assert str(err.value).endswith("or raise max_connections in the cell's PostgreSQL settings")
