@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import subprocess
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +30,19 @@ def machine_note() -> str:
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node() or 'host'}: "
         f"{os.cpu_count()} cores, {mem_kib / 1024**2:.0f} GiB RAM, kernel {platform.release()}"
     )
+
+
+def commit() -> str:
+    """The commit a script measured, short, and whether tracked files differed from it."""
+    proc = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=DOC.parent.parent,
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=DOC.parent.parent,
+        capture_output=True, text=True, check=False,
+    ).stdout.strip()  # fmt: skip
+    return proc.stdout.strip() + (" with uncommitted changes" if dirty else "")
 
 
 def update_section(name: str, body: str, doc: Path = DOC) -> None:

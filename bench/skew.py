@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _labrun import ProcSampler, launch_lead, usage
-from _report import machine_note, update_section
+from _report import commit, machine_note, update_section
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVELAB = str(Path(sys.executable).parent / "drivelab")
@@ -46,18 +46,6 @@ PG_SETTINGS = {"max_connections": "200"}
 DB_MEMORY = "1G"
 #: launch skew targets, ms, by client hosts (issue 59)
 TARGETS = {32: 5.0, 64: 10.0}
-
-
-def commit() -> str:
-    proc = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-        check=False,
-    )  # fmt: skip
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-        capture_output=True, text=True, check=False,
-    ).stdout.strip()  # fmt: skip
-    return proc.stdout.strip() + (" with uncommitted changes" if dirty else "")
 
 
 def main() -> None:
