@@ -13,11 +13,15 @@ DB host, and `lab down` leaves only the documented caches."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
+import pickle
 import sqlite3
 import subprocess
 import uuid
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +29,7 @@ import yaml
 
 from collector import documents
 from tests.lab.conftest import (
+    BIN,
     ansible,
     assert_no_lab,
     container_image_built_ahead,
@@ -89,6 +94,33 @@ def test_hosts_are_debian_13_with_their_own_python_and_postgresql(scenario_run):
         assert text.startswith("13."), (host, text)
         assert "Python 3.13" in text, (host, text)
         assert text.rstrip().endswith("17"), (host, text)
+
+
+def test_module_runs_on_the_hosts_use_bytecode_their_own_python_compiled(scenario_run):
+    """The hosts run Python 3.13, the controller 3.11: the inventory names the hosts'
+    Python in their image, and the payloads kept for this lab carry its bytecode (the
+    controller's would be passed over for the sources on every module run)."""
+    argv = lab_inventory()["all"]["vars"]["drivelab_bytecode_python"]
+    magic = on_hosts(
+        "dbhost", "python3 -c 'import importlib.util; print(importlib.util.MAGIC_NUMBER.hex())'"
+    )["dbhost"].strip()
+    key = subprocess.run(
+        [str(BIN / "python"), "-c",
+         "import json, sys\n"
+         "from collector.ansible_plugins.callback.drivelab_module_cache import cache_key\n"
+         "print(cache_key(sys.argv[1], json.loads(sys.argv[2])))",
+         str(REPO / "playbooks"), json.dumps(argv)],
+        cwd=REPO, env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    kept = Path.home() / ".ansible" / "drivelab-module-cache" / key
+    magics = set()
+    for payload in sorted(kept.glob("*-ZIP_DEFLATED-none")):
+        with open(payload, "rb") as fh:
+            zip_data = pickle.load(fh).zip_data  # noqa: S301 - the payload this lab's runs kept
+        with zipfile.ZipFile(io.BytesIO(base64.b64decode(zip_data))) as z:
+            magics |= {z.read(n)[:4].hex() for n in z.namelist() if n.endswith(".pyc")}
+    assert magics == {magic}, (kept, magics, magic)
 
 
 def test_two_client_scenario_runs_end_to_end(scenario_run):

@@ -49,7 +49,7 @@ ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def play(tmp_path: Path, home: Path, *, stderr: bool = False):
+def play(tmp_path: Path, home: Path, *, stderr: bool = False, inventory: str = "localhost,"):
     """One run of the playbook, Ansible's debug output on; its output (and its errors)."""
     env = dict(
         os.environ,
@@ -60,7 +60,7 @@ def play(tmp_path: Path, home: Path, *, stderr: bool = False):
     )
     env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
     proc = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(tmp_path / "pb" / "site.yml")],
+        [str(ANSIBLE_PLAYBOOK), "-i", inventory, str(tmp_path / "pb" / "site.yml")],
         env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -251,3 +251,84 @@ def test_a_payload_that_is_not_ansibles_is_kept_as_built(tmp_path):
     src.write_bytes(b"not a pickle")
     cache.keep(src, dest, {})
     assert dest.read_bytes() == b"not a pickle"
+
+
+# --- bytecode compiled by the hosts' Python -----------------------------------------------
+def hosts_python(tmp_path: Path, body: str) -> tuple[str, Path]:
+    """An inventory naming a "hosts' Python" (a script: ``body``, then this Python), and
+    the file that script appends a line to each time it runs."""
+    calls = tmp_path / "calls"
+    script = tmp_path / "hosts-python"
+    script.write_text(f'#!/bin/sh\necho called >> {calls}\n{body}\nexec {sys.executable} "$@"\n')
+    script.chmod(0o755)
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars").mkdir(parents=True)
+    (inventory / "hosts.yml").write_text(
+        "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+    )
+    # where an operator's inventory would set it: group_vars, as Ansible merges them
+    (inventory / "group_vars" / "all.yml").write_text(f"{cache.BYTECODE_VAR}: [{script}]\n")
+    return str(inventory), calls
+
+
+def test_the_hosts_python_the_inventory_names_compiles_the_bytecode_once(tmp_path):
+    """A lab whose hosts run another Python than the controller names one of theirs:
+    it compiles every source of the payloads a run adds, in one process, and the hosts
+    run that bytecode; its payloads are kept under a key of their own."""
+    home = tmp_path / "home"
+    (tmp_path / "pb" / "library").mkdir(parents=True)
+    (tmp_path / "pb" / "site.yml").write_text(PLAYBOOK)
+    (tmp_path / "pb" / "library" / "probe_mod.py").write_text(WHERE)
+    play(tmp_path, home)  # the controller's bytecode, one key
+    [controllers] = keys(home)
+    inventory, calls = hosts_python(tmp_path, "")
+
+    first = play(tmp_path, home, inventory=inventory)
+    assert built(first)  # a key of its own: nothing kept for it yet
+    assert calls.read_text() == "called\n"  # one process
+    [hosts] = [k for k in keys(home) if k != controllers]
+    with kept_zip(hosts) as z:
+        names = set(z.namelist())
+        assert all(f"{n}c" in names for n in names if n.endswith(".py")), names
+
+    again = play(tmp_path, home, inventory=inventory)
+    assert f"probe says {BASIC}" in again, again  # the bytecode it compiled is what ran
+    assert used_kept(again)
+    assert calls.read_text() == "called\n"  # nothing new to compile
+
+
+def test_a_hosts_python_that_fails_leaves_the_controllers_bytecode_and_says_so(tmp_path):
+    home = tmp_path / "home"
+    (tmp_path / "pb" / "library").mkdir(parents=True)
+    (tmp_path / "pb" / "site.yml").write_text(PLAYBOOK)
+    (tmp_path / "pb" / "library" / "probe_mod.py").write_text(WHERE)
+    inventory, calls = hosts_python(tmp_path, "echo 'chroot: no such image' >&2; exit 125")
+
+    out, err = play(tmp_path, home, inventory=inventory, stderr=True)
+    assert "probe says" in out
+    assert calls.exists()
+    said = " ".join(err.split())
+    assert "the payloads' bytecode compiled by the controller's Python:" in said, err
+    assert "exit 125: chroot: no such image" in said, err
+    [key] = keys(home)
+    with kept_zip(key) as z:
+        assert z.read(f"{BASIC}c")[:4] == importlib.util.MAGIC_NUMBER
+    assert f"probe says {BASIC}" in play(tmp_path, home, inventory=inventory)
+
+
+def test_a_hosts_python_that_is_not_an_argv_keeps_nothing_and_says_why(tmp_path):
+    home = tmp_path / "home"
+    (tmp_path / "pb" / "library").mkdir(parents=True)
+    (tmp_path / "pb" / "site.yml").write_text(PLAYBOOK)
+    write_module(tmp_path, "one")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        f"all:\n  vars:\n    {cache.BYTECODE_VAR}: /usr/bin/python3\n"
+        "  hosts:\n    localhost:\n      ansible_connection: local\n"
+    )
+    out, err = play(tmp_path, home, inventory=str(inventory), stderr=True)
+    assert "probe says one" in out
+    assert f"{cache.BYTECODE_VAR} is not a list of words: '/usr/bin/python3'" in " ".join(
+        err.split()
+    ), err
+    assert keys(home) == []

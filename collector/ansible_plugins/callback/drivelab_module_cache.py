@@ -21,8 +21,15 @@
 # time on the host (docs/scaling.md). Each .pyc is checked-hash (PEP 552): Python uses it
 # only when its magic number is the host Python's own and its hash matches the source
 # beside it in the zip, and reads the source otherwise, as it does without one (hosts with
-# another Python version gain nothing and lose nothing). A payload this plugin cannot read
-# (another ansible-core's format) is kept as Ansible built it.
+# another Python version gain nothing and lose nothing). Where the hosts run another
+# Python version than the controller, the inventory's `drivelab_bytecode_python` (group
+# all) names a Python of theirs that runs on the controller, as an argv (the lab's
+# container and VM hosts: their Debian image's, under chroot): that Python compiles the
+# bytecode instead, in one process for all the sources a run adds; it is part of the key.
+# Under an emulated CPU (the VM lab's TCG) compiling from source is most of every module
+# run (docs/scaling.md, "Module bytecode"). A compiler that fails leaves the controller's
+# bytecode, with a warning. A payload this plugin cannot read (another ansible-core's
+# format) is kept as Ansible built it.
 from __future__ import annotations
 
 import base64
@@ -30,12 +37,14 @@ import dataclasses
 import hashlib
 import importlib.util
 import io
+import json
 import marshal
 import os
 import pickle
 import re
 import shutil
 import stat
+import subprocess
 import sys
 import time
 import zipfile
@@ -66,6 +75,27 @@ CACHE_NAME = "ansiballz_cache"
 #: what this plugin keeps, in the key: payloads kept by a version without bytecode are
 #: not served to one that adds it
 FORMAT = "payload+bytecode"
+#: the inventory variable (group all) naming the hosts' Python on the controller, an argv
+BYTECODE_VAR = "drivelab_bytecode_python"
+#: seconds the hosts' Python may take to compile a run's new sources
+COMPILE_TIMEOUT_S = 300
+#: what that Python runs: JSON {name: base64 source} on stdin, {name: base64 .pyc or null}
+#: on stdout, each .pyc checked-hash (PEP 552) with its own magic number and source hash
+COMPILE = r"""
+import base64, importlib.util, json, marshal, sys
+head = importlib.util.MAGIC_NUMBER + (0b11).to_bytes(4, "little")
+out = {}
+for name, text in json.load(sys.stdin).items():
+    source = base64.b64decode(text)
+    try:
+        code = compile(source, name, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        out[name] = None
+        continue
+    pyc = head + importlib.util.source_hash(source) + marshal.dumps(code)
+    out[name] = base64.b64encode(pyc).decode()
+json.dump(out, sys.stdout)
+"""
 
 
 class Ambiguous(Exception):
@@ -97,15 +127,19 @@ def module_dirs(basedir: str) -> list[tuple[str, Path]]:
     return [(kind, folder) for folder, kind in unique.items()]
 
 
-def cache_key(basedir: str) -> str:
-    """A hash of what this run's payloads are built from; :class:`Ambiguous` when two
-    folders hold a module or module_util of the same name."""
+def cache_key(basedir: str, compiler: list[str] | None = None) -> str:
+    """A hash of what this run's payloads are built from (and the Python that compiles
+    their bytecode, when not this one); :class:`Ambiguous` when two folders hold a module
+    or module_util of the same name."""
     h = hashlib.sha256()
     try:
         collections = metadata.version("ansible")
     except metadata.PackageNotFoundError:
         collections = "none"
-    for part in (FORMAT, ANSIBLE_CORE_VERSION, collections, sys.prefix, C.__file__):
+    parts = [FORMAT, ANSIBLE_CORE_VERSION, collections, sys.prefix, C.__file__]
+    if compiler:
+        parts.append(json.dumps(compiler))
+    for part in parts:
         h.update(f"{part}\0".encode())
     seen: dict[tuple[str, str], Path] = {}
     for kind, folder in module_dirs(basedir):
@@ -163,6 +197,55 @@ def pyc(source: bytes, name: str) -> bytes | None:
     return head + importlib.util.source_hash(source) + marshal.dumps(code)
 
 
+def source_key(name: str, data: bytes) -> bytes:
+    """The key of a source file of a payload in ``compiled`` (its path and content)."""
+    return hashlib.sha256(name.encode() + b"\0" + data).digest()
+
+
+def sources(payload: bytes) -> dict[str, bytes]:
+    """The Python sources in the pickled AnsiballZ payload ``payload`` that lack a .pyc,
+    by their path in its zip; none when it is not Ansible's (another ansible-core's
+    format: :func:`keep` keeps it as built) or has bytecode already."""
+    try:
+        cached = pickle.loads(payload)  # noqa: S301 - Ansible's own cache file, in a folder of ours
+        zip_data = getattr(cached, "zip_data", None)
+        if not dataclasses.is_dataclass(cached) or not isinstance(zip_data, bytes):
+            return {}
+        with zipfile.ZipFile(io.BytesIO(base64.b64decode(zip_data))) as z:
+            names = set(z.namelist())
+            if any(name.endswith(".pyc") for name in names):
+                return {}
+            return {name: z.read(name) for name in sorted(names) if name.endswith(".py")}
+    except Exception:  # whatever it is, it is not a payload to compile
+        return {}
+
+
+def compile_with(compiler: list[str], files: dict[str, bytes]) -> dict[bytes, bytes | None]:
+    """``files`` (path: source) compiled by the Python ``compiler`` runs, in one process,
+    by :func:`source_key`; OSError when it cannot run or says nothing usable."""
+    if not files:
+        return {}
+    request = json.dumps({n: base64.b64encode(d).decode() for n, d in files.items()})
+    try:
+        proc = subprocess.run(
+            [*compiler, "-I", "-B", "-c", COMPILE], input=request, capture_output=True,
+            text=True, timeout=COMPILE_TIMEOUT_S, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as err:
+        raise OSError(f"{compiler[0]}: no answer in {COMPILE_TIMEOUT_S} s") from err
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise OSError(f"{' '.join(compiler)}: exit {proc.returncode}: {last}")
+    try:
+        answer = json.loads(proc.stdout)
+        return {
+            source_key(name, data): None if answer[name] is None else base64.b64decode(answer[name])
+            for name, data in files.items()
+        }
+    except (ValueError, KeyError, TypeError) as err:
+        raise OSError(f"{' '.join(compiler)}: unreadable answer ({err})") from err
+
+
 def with_bytecode(payload: bytes, compiled: dict[bytes, bytes | None]) -> bytes | None:
     """The pickled AnsiballZ payload ``payload`` (ansible-core's _CachedModule: its zip,
     base64-encoded, in ``zip_data``) with a .pyc beside each .py in its zip; None when
@@ -185,7 +268,7 @@ def with_bytecode(payload: bytes, compiled: dict[bytes, bytes | None]) -> bytes 
             zout.writestr(info, data)
             if not info.filename.endswith(".py") or f"{info.filename}c" in names:
                 continue
-            key = hashlib.sha256(info.filename.encode() + b"\0" + data).digest()
+            key = source_key(info.filename, data)
             if key not in compiled:
                 compiled[key] = pyc(data, info.filename)
             if compiled[key] is not None:
@@ -227,14 +310,16 @@ def prune(root: Path, now: float) -> None:
 
 class Cache:
     """This run's payload folder filled from root/<key> when the playbook starts, and
-    what the run built added to it when the playbook ends."""
+    what the run built added to it when the playbook ends (its bytecode compiled by
+    ``compiler``, the hosts' Python, where one is given)."""
 
-    def __init__(self, basedir: str, root: Path) -> None:
+    def __init__(self, basedir: str, root: Path, compiler: list[str] | None = None) -> None:
         self.run = Path(C.DEFAULT_LOCAL_TMP) / CACHE_NAME
         self.kept: Path | None = None
+        self.compiler = compiler
         if self.run.exists() or not own_folder(root):
             return  # built something already (a second playbook of this run), or unsafe
-        kept = root / cache_key(basedir)
+        kept = root / cache_key(basedir, compiler)
         if not own_folder(kept):
             return
         now = time.time()
@@ -245,14 +330,25 @@ class Cache:
         self.kept = kept
         prune(root, now)
 
-    def save(self) -> int:
-        """The payloads this run built, into the kept folder; how many."""
+    def save(self, warn=None) -> int:
+        """The payloads this run built, into the kept folder; how many. With a compiler,
+        their sources are compiled by it first, all at once; where it fails, ``warn`` is
+        told and the controller's Python compiles them."""
         if self.kept is None or not self.run.is_dir():
             return 0
         self.kept.mkdir(mode=0o700, exist_ok=True)  # pruned meanwhile by another run
         have = {p.name for p in payloads(self.kept)}
         new = [p for p in payloads(self.run) if p.name not in have]
         compiled: dict[bytes, bytes | None] = {}
+        if self.compiler and new:
+            files: dict[str, bytes] = {}
+            for payload in new:
+                files.update(sources(payload.read_bytes()))
+            try:
+                compiled = compile_with(self.compiler, files)
+            except OSError as err:
+                if warn is not None:
+                    warn(f"the payloads' bytecode compiled by the controller's Python: {err}")
         for payload in new:
             keep(payload, self.kept / payload.name, compiled)
         return len(new)
@@ -267,22 +363,46 @@ class CallbackModule(CallbackBase):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._cache: Cache | None = None
+        self._basedir: str | None = None
 
     def _warn(self, err: Exception) -> None:
         self._display.warning(f"drivelab_module_cache: payloads not kept between runs: {err}")
 
     def v2_playbook_on_start(self, playbook):
-        if self._cache is not None:
+        self._basedir = playbook._basedir
+
+    # At the first play's start, before any module is built: the inventory is read then
+    # (the hosts' Python for the bytecode, drivelab_bytecode_python)
+    def v2_playbook_on_play_start(self, play):
+        if self._cache is not None or self._basedir is None:
             return
+        basedir, self._basedir = self._basedir, None
         try:
-            self._cache = Cache(playbook._basedir, Path(ROOT).expanduser())
-        except (OSError, Ambiguous) as err:
+            self._cache = Cache(basedir, Path(ROOT).expanduser(), hosts_python(play))
+        except (OSError, Ambiguous, ValueError) as err:
             self._warn(err)
 
     def v2_playbook_on_stats(self, stats):
         if self._cache is None:
             return
         try:
-            self._cache.save()
+            self._cache.save(self._display.warning)
         except OSError as err:
             self._warn(err)
+
+
+def hosts_python(play) -> list[str] | None:
+    """drivelab_bytecode_python for ``play``'s run (as Ansible merges it for the
+    inventory's first host: the inventory, group_vars, host_vars, -e): an argv of one or
+    more words, or None; ValueError for anything else."""
+    variables = getattr(play, "_variable_manager", None)
+    inventory = getattr(variables, "_inventory", None)
+    hosts = inventory.get_hosts("all") if inventory is not None else []
+    if not hosts:
+        return None
+    value = variables.get_vars(play=play, host=hosts[0], include_hostvars=False).get(BYTECODE_VAR)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"{BYTECODE_VAR} is not a list of words: {value!r}")
+    return [str(v) for v in value]
