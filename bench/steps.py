@@ -148,11 +148,20 @@ def plays_of(log: Path) -> list[tuple[str, float]]:
 
 def analyse(results: Path, timings: Path) -> dict:
     recs = [json.loads(ln) for ln in timings.read_text(encoding="utf-8").splitlines() if ln]
-    logs = sorted((results / "logs").glob("*.log"))
-    # the logs and the playbook records are in the same order (one log per playbook run)
-    plays = [r for r in recs if r["kind"] == "playbook"]
+    # one log per playbook run, named <start>-<stage>.log: a stage's logs in the order of
+    # its records' starts (a stage's runs never overlap; two stages' do, the telemetry beside
+    # the drives, and logs of playbooks this script does not time, such as the check, are
+    # in the folder too: matched in one list, they shifted every record onto another's log)
+    logs: dict[str, list[Path]] = defaultdict(list)
+    for log in sorted((results / "logs").glob("*.log")):
+        logs[log.stem.split("-", 2)[-1]].append(log)
+    plays = sorted((r for r in recs if r["kind"] == "playbook"), key=lambda r: r["start"])
+    matched: list[tuple[dict, Path]] = []
+    for what in dict.fromkeys(r["what"] for r in plays):
+        mine = [r for r in plays if r["what"] == what]
+        matched += zip(mine, logs.get(what, []), strict=False)
     by_stage: dict[str, list[dict]] = defaultdict(list)
-    for rec, log in zip(plays, logs, strict=False):
+    for rec, log in matched:
         tasks = tasks_of(log)
         by_stage[rec["what"]].append(
             {

@@ -1,0 +1,59 @@
+"""bench/steps.py reads each timed playbook's own log: logs named <start>-<stage>.log,
+matched to the records of the same stage in start order, whatever else the logs folder
+holds (a playbook the script does not time) and however two stages overlap."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+_spec = importlib.util.spec_from_file_location("bench_steps", BENCH / "steps.py")
+steps = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(steps)
+
+
+def log(folder: Path, name: str, play: str, seconds: float) -> None:
+    """A playbook log with one play that profile_tasks timed as ``seconds`` long."""
+    (folder / name).write_text(
+        f"PLAY [{play}] ***\n"
+        "Monday 07 December 2026  16:43:01 +0000 (0:00:00.000)       0:00:01.000 ****\n"
+        "TASK [end] ***\n"
+        f"Monday 07 December 2026  16:43:02 +0000 (0:00:00.000)       0:00:{1 + seconds:06.3f} ****\n"
+    )
+
+
+def test_each_stage_gets_its_own_logs_in_order(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    # the check's log comes first and has no record; telemetry starts beside the drives
+    log(logs, "20261207-164245-check.log", "check", 1.0)
+    log(logs, "20261207-164253-provision.log", "provision", 7.0)
+    log(logs, "20261207-164301-drives.log", "drives", 5.0)
+    log(logs, "20261207-164301-telemetry.log", "telemetry", 6.0)
+    log(logs, "20261207-164312-pgbench.log", "first repetition", 3.0)
+    log(logs, "20261207-164326-pgbench.log", "second repetition", 4.0)
+    records = [
+        ("provision", 773.7, 781.3), ("telemetry", 781.4, 787.6), ("drives", 781.5, 787.0),
+        ("pgbench", 792.3, 806.0), ("pgbench", 806.6, 820.0),
+    ]  # fmt: skip
+    # written as each ends: telemetry's record after the drives'
+    records.sort(key=lambda r: r[2])
+    (tmp_path / "timings.jsonl").write_text(
+        "".join(
+            json.dumps({"kind": "playbook", "what": w, "start": s, "end": e}) + "\n"
+            for w, s, e in records
+        )
+    )
+    (tmp_path / "runs").mkdir()
+    data = steps.analyse(tmp_path, tmp_path / "timings.jsonl")
+    plays = {stage: [run["plays"] for run in runs] for stage, runs in data["stages"].items()}
+    assert plays == {
+        "provision": [[("provision", 7.0)]],
+        "telemetry": [[("telemetry", 6.0)]],
+        "drives": [[("drives", 5.0)]],
+        "pgbench": [[("first repetition", 3.0)], [("second repetition", 4.0)]],
+    }, plays
