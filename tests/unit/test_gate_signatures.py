@@ -6,6 +6,8 @@ controller, found in sysfs above the namespace."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 
@@ -141,3 +143,35 @@ def test_a_wal_directory_on_another_drive_is_postgresql_data_as_the_data_directo
     assert gate.data_paths([str(datadir), str(plain), str(datadir)]) == [
         str(datadir), str(space), str(wal), str(plain),
     ]  # fmt: skip
+
+
+def test_the_probes_run_at_once_and_have_all_ended_when_it_returns():
+    # the drives' probes overlap (a capped drive's take 0.2-0.4 s each), and none is
+    # still running when the checks begin: a check counts any process holding a member
+    # of the drive's family open, so a sibling's probe beside it would be a refusal
+    paths = [f"/dev/vd{c}" for c in "bcdef"]
+    meet = threading.Barrier(len(paths), timeout=10)
+    ended = []
+
+    def probe(path):
+        meet.wait()  # passes only when every probe is running at the same time
+        time.sleep(0.05 if path.endswith("b") else 0)
+        ended.append(path)
+        return [{"type": "ext4"}], {"TYPE": "ext4", "DEV": path}
+
+    found = gate.probe_all(paths, probe)
+    assert sorted(ended) == paths
+    assert found == {p: ([{"type": "ext4"}], {"TYPE": "ext4", "DEV": p}) for p in paths}
+
+
+def test_a_failed_probe_is_its_own_drives_refusal_and_nothing_else():
+    def probe(path):
+        if path == "/dev/vdc":
+            raise gate.Refusal("wipefs --no-act failed: Input/output error")
+        return [], {}
+
+    found = gate.probe_all(["/dev/vdb", "/dev/vdc"], probe)
+    assert gate._signatures_of("/dev/vdb", found) == ([], {})
+    with pytest.raises(gate.Refusal, match=r"^wipefs --no-act failed: Input/output error$"):
+        gate._signatures_of("/dev/vdc", found)
+    assert gate.probe_all([], probe) == {}

@@ -37,6 +37,7 @@ from ansible.module_utils.drivelab_gate import (
     own_marks,
     own_records,
     pg_paths,
+    probe_drives,
     signatures,
 )
 
@@ -270,9 +271,11 @@ def run(module):
     }
 
     def gate(own_mounts):
+        probed = probe_drives(members, p["inventory"])  # an array's members probed at once
         return [
             check(m, p["inventory"], min_size=p["min_size"], protected_paths=protected,
-                  own_uuids=own_uuids, own_mounts=own_mounts, mount_root=mount_root)
+                  own_uuids=own_uuids, own_mounts=own_mounts, mount_root=mount_root,
+                  probed=probed)
             for m in members
         ]  # fmt: skip
 

@@ -5,7 +5,14 @@ anything drivelab must not format. Reads only; runs the same in check mode."""
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.drivelab_gate import Refusal, check, own_marks, own_records, pg_paths
+from ansible.module_utils.drivelab_gate import (
+    Refusal,
+    check,
+    own_marks,
+    own_records,
+    pg_paths,
+    probe_drives,
+)
 
 DOCUMENTATION = r"""
 module: drive_gate
@@ -36,7 +43,10 @@ def main():
     own_uuids, own_mounts = own_marks(own_records(p["state_dir"]), p["mount_root"])
     protected = pg_paths() + p["protected_paths"]
     facts, refusals = [], []
-    for name in dict.fromkeys(p["drives"]):
+    names = list(dict.fromkeys(p["drives"]))
+    # the read-only probes of every drive at once, then the checks one by one
+    probed = probe_drives(names, p["inventory"])
+    for name in names:
         try:
             facts.append(
                 check(
@@ -47,6 +57,7 @@ def main():
                     own_uuids=own_uuids,
                     own_mounts=own_mounts,
                     mount_root=p["mount_root"],
+                    probed=probed,
                 )
             )
         except Refusal as err:
