@@ -489,12 +489,13 @@ def check_loop_backing(
         raise Refusal(f"{where}: {label} is a block device (the loop writes through to it)")
     if not stat.S_ISREG(st.st_mode):
         raise Refusal(f"{where}: {label} is not a regular file")
-    pg = set(pg_paths())
     for path in [*protected_paths, mount_root]:
         if path and os.path.exists(path) and inside_anyhow(real, path):
+            # PostgreSQL's paths (pg_lsclusters, a Perl script, and a scan of /proc) only
+            # to name the refusal: not once per loop device the gate passes
             kind = (
                 "drivelab's mount root" if path == mount_root
-                else "a PostgreSQL data directory or tablespace" if path in pg
+                else "a PostgreSQL data directory or tablespace" if path in set(pg_paths())
                 else "a protected path"
             )  # fmt: skip
             raise Refusal(f"{where}: {label} lies inside {path} ({kind})")
