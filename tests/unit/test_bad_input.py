@@ -1403,10 +1403,10 @@ def test_shell_tasks_interpolate_nothing_unquoted() -> None:
     """No variable, from a scenario, an inventory or anywhere else, reaches a shell
     (shell, raw, script) as shell text: every value in a shell task's command line is
     quoted for the shell (``| quote``, or a list of words ``| map('quote') | join(' ')``)
-    or made a number (``| int``, ``| float``). The shell tasks are the two reviewed raw
-    commands on the clients of every repetition (the wrapper's launch, the run folder's
-    removal: raw rather than Ansible's Python module, for their cost); any new one needs
-    review. (The cold start's page-cache drop is done by the module drivelab_cold_start;
+    or made a number (``| int``, ``| float``). The shell tasks are the reviewed raw
+    commands: on the clients of every repetition the wrapper's launch and the run
+    folder's removal, on the DB host the checkpoint after a cell's pgbench -i (raw rather
+    than Ansible's Python module, for their cost); any new one needs review. (The cold start's page-cache drop is done by the module drivelab_cold_start;
     the two-phase start's sessions by the action drivelab_start, whose script is a
     constant given its values as arguments: tests/unit/test_start_action.py.)"""
     assert found(COMMAND), "the walker finds the command tasks"
@@ -1416,6 +1416,10 @@ def test_shell_tasks_interpolate_nothing_unquoted() -> None:
         for value in interpolated(text):
             assert SHELL_SAFE.search(value), (where, name, value)
     assert sorted((w, n) for w, n, _ in shells) == [
+        (
+            "roles/pgbench_database/tasks/init.yml",
+            "Flush what the init wrote to the drive while the caps are lifted (a checkpoint)",
+        ),
         (
             "roles/pgbench_run/tasks/arm.yml",
             "Launch the wrapper (armed, it waits for the start instant)",
