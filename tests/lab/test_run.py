@@ -887,8 +887,11 @@ def test_a_drive_off_its_cliff_is_slower_preconditioned_than_fresh_and_the_repor
     iops = [r["iops"] for r in ss["rounds"]]
     assert ss["steady"] and ss["steady_round"] == len(iops) <= 8, ss
     assert all(0 < v <= 1000 * 1.1 for v in iops), iops  # off the cliff: the slow cap
-    # 5x fewer writes per second: the commits (WAL on the drive) slow with them
-    assert tps["steady"] < tps["fresh"] / 2, tps
+    # 5x fewer writes per second: the commits (WAL on the drive) slow with them. The
+    # steady cell is held by the slow cap (497.8-510.7 tps on two days); the fresh one,
+    # not held by its drive, by the machine's CPU (2,132.8 tps on 2026-12-06, 733-986 on
+    # the slower 2026-12-07 machine): so the factor between them is the CPU's, not 5
+    assert tps["steady"] < tps["fresh"] / 1.25, tps
     words = " ".join(drivelab("report", "state-test", env=env).stdout.split())
     assert (
         "drive state ssdcliff tpcb ext4 cluster s2 1cl c2 j1 T5 ds fresh: purged (discard" in words
