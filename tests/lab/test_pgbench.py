@@ -245,6 +245,9 @@ def test_a_checkpoint_inside_the_window_is_flagged_with_its_deltas(pg, monkeypat
     assert ckpt["requested"] >= 1 and ckpt["buffers_checkpoint"] > 0 and ckpt["write_s"] > 0
     assert wal["bytes"] > 16 * 1024**2 and wal["fpi"] > 0 and wal["syncs"] > 0
     assert "checkpoint starting: wal" in (run_dir / "pg_checkpoints.log").read_text()
+    # read on the DB host by the start's session once every output was in, no module run
+    after = json.loads((run_dir / "pg_server-after.json").read_text())
+    assert after["read_by"] == "drivelab_start" and after["log"]["problem"] is None, after
     from collector.store import Store  # noqa: PLC0415
 
     with Store.open(pg["results"] / "drivelab.db") as store:

@@ -52,6 +52,7 @@ PLAY = """
         duration: "{{ duration }}"
         fetch_to: "{{ fetch_to }}"
         end_grace: "{{ end_grace }}"
+        db_after: "{{ db_after }}"
       delegate_to: localhost
       run_once: true
       register: start
@@ -79,7 +80,7 @@ PLAY = """
 def play(
     tmp_path: Path, clients: int, never_armed=(), arm_timeout: int = 30, *,
     command=("/bin/sh", "-c", "echo started"), duration: int = 0, fetch: bool = False,
-    end_grace: float = 10,
+    end_grace: float = 10, db_after: dict | None = None,
 ):  # fmt: skip
     """The play on ``clients`` local hosts; with ``fetch``, the sessions bring each
     client's run folder back into tmp_path/fetched/<client>/ after a run of
@@ -97,6 +98,7 @@ def play(
         "vars": {"python": sys.executable, "wrapper": str(WRAPPER), "base": str(base),
                  "never_armed": list(never_armed), "arm_timeout": arm_timeout,
                  "command": list(command), "duration": duration, "end_grace": end_grace,
+                 "db_after": db_after or {},
                  "fetch_to": str(tmp_path / "fetched") if fetch else "",
                  "run_dirs": {n: h["rundir"] for n, h in hosts.items()} if fetch else {}},
         "children": {"clients": {"hosts": hosts}}}}))  # fmt: skip
@@ -212,15 +214,58 @@ def test_the_sessions_bring_the_outputs_back_as_soon_as_the_run_ends(tmp_path):
         assert (tmp_path / "lab" / name / "rc.txt").read_text() == "rc=0\n"
 
 
+#: what the DB host's session is asked after the run: a port no server listens on here
+NO_SERVER = {"port": 1, "socket": "/nonexistent", "sql": "SELECT 1 AS one", "cluster": "main",
+             "major": "15", "since": "1795234444.5"}  # fmt: skip
+
+
+def test_the_db_hosts_session_runs_the_snapshots_own_code_and_says_why_it_read_nothing():
+    """The DB host's session (python3 with module_utils drivelab_snapshot and the two it
+    imports, loaded from the roles' files) waits until told to go, then runs the same
+    code as the module drivelab_pg_snapshot: here psql finds no server, and the answer
+    is the module's own failure message, which leaves the read to the play after."""
+    params = drivelab_start.snapshot_params(NO_SERVER)
+    assert params["port"] == 1 and params["since"] == 1795234444.5 and params["checkpoint_log"]
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    argv = drivelab_start.db_session_argv("db", local, params, become=False)
+    assert argv[:2] == [sys.executable, "-c"]
+    session = drivelab_start.DbSnapshot(argv)
+    assert session.proc.stdout.readline() == b"ready\n"  # loaded, waiting
+    doc, why = session.read()
+    assert doc == {} and why.startswith("snapshot of the server on port 1: "), why
+    # told anything but go, it ends without reading
+    quiet = drivelab_start.DbSnapshot(argv)
+    out, _ = quiet.proc.communicate(b"stop\n", timeout=30)
+    assert out == b"ready\n" and quiet.proc.returncode == 0
+
+
+def test_the_db_hosts_session_is_asked_only_once_every_clients_outputs_are_in(tmp_path):
+    """The DB host's session goes when every client's outputs came back; its failure
+    leaves the start itself as it was (the play after then reads the counters)."""
+    command = ("/bin/sh", "-c", "echo started")
+    db_after = {"host": "client1", "params": NO_SERVER}
+    proc, start, _ = play(tmp_path, 2, command=command, duration=1, fetch=True, db_after=db_after)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert start["fetched"] == ["client1", "client2"] and start["db_after"] == {}
+    assert start["db_after_why"].startswith("snapshot of the server on port 1: "), start
+    assert start["db_after_s"] is not None and start["db_after_s"] < 10
+
+
 def test_a_run_that_does_not_end_in_time_is_left_to_ansibles_own_fetch(tmp_path):
     """A client whose wrapper has not ended end_grace seconds after the planned end is
     named in not_fetched and its run folder stays for the fetch entry point; the others
-    are brought back."""
+    are brought back. The DB host is not asked for its counters: client2's pgbench may
+    still be running (the play after reads them once it has ended)."""
     command = ("/bin/sh", "-c", 'case "$(/bin/pwd)" in */client2) sleep 4;; esac; echo started')
-    proc, start, records = play(tmp_path, 2, command=command, duration=1, fetch=True, end_grace=0.5)
+    proc, start, records = play(
+        tmp_path, 2, command=command, duration=1, fetch=True, end_grace=0.5,
+        db_after={"host": "client1", "params": NO_SERVER},
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert start["fetched"] == ["client1"]
     assert start["not_fetched"] == {"client2": "the wrapper did not end"}
+    assert start["db_after"] == {} and start["db_after_s"] is None
+    assert start["db_after_why"] == "not every client's outputs came back: read in the play after"
     assert (tmp_path / "fetched" / "client1" / "stdout.txt").read_text() == "started\n"
     assert not (tmp_path / "fetched" / "client2").exists()
     # client2's folder is still there, its run complete (Ansible waited for it)

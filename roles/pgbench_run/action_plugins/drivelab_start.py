@@ -33,6 +33,17 @@ point), which reports it as it always did. Without ``run_dirs`` it returns 0.2 s
 the instant: Ansible's next task forks a worker per client, CPU the clients would wake
 and connect on where they share the controller's cores.
 
+With ``db_after`` (``host``: the DB host, ``params``: module drivelab_pg_snapshot's
+options after the run), one more session, to the DB host, is opened with the others:
+python3 there loads the snapshot's code (module_utils drivelab_snapshot and the two it
+imports, sent as the session's arguments) and waits. Once every client's outputs are in
+(so every pgbench has ended), the action tells it to go: it reads the server's counters
+and the log's checkpoint lines since the before snapshot, and returns them as
+``db_after`` ({snapshot, log}); the play after the run writes them and runs no module for
+them (about 0.5 s of every repetition: docs/scaling.md). When anything else happened (a
+client left out or not fetched, the session failed, the query failed), ``db_after`` is
+empty, ``db_after_why`` says why, and that play reads them in its module run as before.
+
 Clocks: every client decides the instant by its own clock, and real hosts' clocks differ
 (milliseconds with NTP, seconds without it). Once all are armed, each session is asked
 for its clock ``CLOCK_ROUNDS`` times, every client at once (NTP's exchange: the
@@ -51,16 +62,20 @@ clock exchanges), ``sent_s`` (from the choice until every client had written the
 into its pipe), ``clients`` (those started), ``left_out`` ({host: reason}), ``clocks``
 ({host: {offset_s: measured, bound_s, applied_s}}), and with ``run_dirs``: ``fetched``
 (hosts whose outputs are in ``fetch_to``), ``not_fetched`` ({host: reason}) and
-``fetched_s`` (from the planned end until the last outputs were unpacked).
+``fetched_s`` (from the planned end until the last outputs were unpacked); with
+``db_after``: ``db_after``, ``db_after_why`` and ``db_after_s`` (from the last outputs
+unpacked until the DB host's answer).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import shlex
 import subprocess
 import time
+from pathlib import Path
 
 from ansible.plugins.action import ActionBase
 
@@ -103,6 +118,52 @@ CLOCK_TIMEOUT_S = 10.0
 #: the clients share its cores)
 QUIET_AFTER_S = 0.2
 
+#: runs on the DB host (python3 -c): loads the module_utils sources given as JSON ($2: [name,
+#: source] pairs in import order) as ansible.module_utils.<name>, says "ready", waits for
+#: "go" on stdin (anything else, or its end: exits 0), then reads the snapshot with the
+#: parameters in $1 and prints {snapshot, log} or {failed: why} as one JSON line.
+#: Constant: every value comes as an argument.
+SNAPSHOT_PY = r"""
+import json, os, subprocess, sys, types
+for name in ("ansible", "ansible.module_utils"):
+    sys.modules[name] = types.ModuleType(name)
+    sys.modules[name].__path__ = []
+for name, source in json.loads(sys.argv[2]):
+    module = types.ModuleType("ansible.module_utils." + name)
+    sys.modules[module.__name__] = module
+    exec(compile(source, name + ".py", "exec"), module.__dict__)
+print("ready", flush=True)
+if sys.stdin.readline().strip() != "go":
+    sys.exit(0)
+
+
+class Runner:
+    def run_command(self, argv, data=None, environ_update=None):
+        env = dict(os.environ, **(environ_update or {}))
+        done = subprocess.run(argv, input=data, capture_output=True, text=True, env=env)
+        return done.returncode, done.stdout, done.stderr
+
+
+params = json.loads(sys.argv[1])
+psql = sys.modules["ansible.module_utils.drivelab_psql"]
+try:
+    out = sys.modules["ansible.module_utils.drivelab_snapshot"].snapshot(Runner(), params)
+except psql.PsqlError as err:
+    out = {"failed": "snapshot of the server on port %s: %s" % (params["port"], err)}
+print(json.dumps(out), flush=True)
+"""
+
+#: the snapshot's code the DB host's session loads, in import order (the roles' own files)
+ROLES = Path(__file__).resolve().parents[2]
+SNAPSHOT_SOURCES = (
+    ("drivelab_psql", ROLES / "drivelab/module_utils/drivelab_psql.py"),
+    ("drivelab_checkpointlog", ROLES / "pgbench_run/module_utils/drivelab_checkpointlog.py"),
+    ("drivelab_snapshot", ROLES / "pgbench_run/module_utils/drivelab_snapshot.py"),
+)
+
+#: seconds the DB host's session may take to answer once told to go
+DB_AFTER_TIMEOUT_S = 30.0
+
 ARGUMENT_SPEC = {
     "fifos": {"type": "dict", "required": True},
     "lead": {"type": "float", "required": True},
@@ -111,6 +172,7 @@ ARGUMENT_SPEC = {
     "duration": {"type": "int", "default": 0},
     "fetch_to": {"type": "str", "default": ""},
     "end_grace": {"type": "float", "default": 10.0},
+    "db_after": {"type": "dict", "default": {}},
 }
 
 #: how the action unpacks a client's archive (as the ``fetch`` entry point does)
@@ -214,6 +276,68 @@ class Session:
         self.proc.wait()
 
 
+class DbSnapshot:
+    """The DB host's session: python3 there, the snapshot's code loaded, waiting to go."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def read(self, timeout: float = DB_AFTER_TIMEOUT_S) -> tuple[dict, str]:
+        """Told to go: (its {snapshot, log}, "") or ({}, why not)."""
+        try:
+            out, err = self.proc.communicate(b"go\n", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            return {}, f"the DB host did not answer within {timeout:g} s"
+        last = (out.decode(errors="replace").strip().splitlines() or [""])[-1]
+        try:
+            doc = json.loads(last) if last.startswith("{") else None
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict) or ("snapshot" not in doc and "failed" not in doc):
+            lines = [ln for ln in err.decode(errors="replace").splitlines() if ln.strip()]
+            why = lines[-1].strip() if lines else f"its session exited {self.proc.returncode}"
+            return {}, f"the DB host's session: {why}"
+        if "failed" in doc:
+            return {}, str(doc["failed"])
+        return doc, ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def db_session_argv(host: str, hv, params: dict, become: bool) -> list[str]:
+    """How to open the DB host's session, from its inventory variables ``hv``: its
+    Python (the inventory's, else python3) with :data:`SNAPSHOT_PY`, the parameters and
+    the snapshot's sources as arguments."""
+    python = str(hv.get("ansible_python_interpreter") or "python3")
+    if python.startswith("auto") or "{" in python:
+        python = "python3"
+    sources = [(name, path.read_text(encoding="utf-8")) for name, path in SNAPSHOT_SOURCES]
+    script = [python, "-c", SNAPSHOT_PY, json.dumps(params), json.dumps(sources)]
+    return remote_argv(host, hv, script, become)
+
+
+def snapshot_params(given: dict) -> dict:
+    """module drivelab_pg_snapshot's options after the run, typed as the module types
+    them (they come from facts, where a number may be a string)."""
+    since = given.get("since")
+    return {
+        "port": int(given["port"]),
+        "socket": str(given.get("socket") or "/var/run/postgresql"),
+        "sql": str(given["sql"]),
+        "checkpoint_log": True,
+        "since": None if since in (None, "") else float(since),
+        "cluster": str(given["cluster"]),
+        "major": str(given["major"]),
+    }
+
+
 def offset_from(sent: float, client: float, received: float) -> tuple[float, float]:
     """One NTP-style exchange: the controller asked at ``sent`` and had the answer at
     ``received`` (its clock), the client read its clock (``client``) in between. Returns
@@ -291,25 +415,17 @@ class ActionModule(ActionBase):
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         hostvars = task_vars["hostvars"]
         fetching = bool(args["run_dirs"]) and args["duration"] > 0 and bool(args["fetch_to"])
-        polls = int(args["end_grace"] / 0.05)
         started = time.time()
         sessions: dict[str, Session] = {}
         left_out: dict[str, str] = {}
         fetched: list[str] = []
         not_fetched: dict[str, str] = {}
         fetched_s = None
+        # the DB host's session, opened with the clients' ones
+        db, db_why = self._db_session(args["db_after"] if fetching else {}, hostvars)
+        db_after, db_after_s = {}, None
         try:
-            for host, fifo in args["fifos"].items():
-                hv = hostvars[host]
-                become = bool(hv.get("ansible_become", self._play_context.become))
-                run_dir = str(args["run_dirs"].get(host, "")) if fetching else ""
-                argv = session_argv(
-                    host, hv, str(fifo), args["arm_timeout"], become, run_dir=run_dir, polls=polls
-                )
-                try:
-                    sessions[host] = Session(host, argv)
-                except OSError as exc:
-                    left_out[host] = f"could not open a session: {exc}"
+            self._open(sessions, args, hostvars, fetching, left_out)
             self._wait(sessions, "armed", started + args["arm_timeout"] + 30, left_out)
             if not sessions:
                 why = "; ".join(f"{h}: {w}" for h, w in sorted(left_out.items()))
@@ -339,9 +455,13 @@ class ActionModule(ActionBase):
                 deadline = planned_end + args["end_grace"] + 5
                 fetched, not_fetched = self._fetch(sessions, args["fetch_to"], deadline)
                 fetched_s = round(time.time() - planned_end, 3)
+                if db is not None:
+                    db_after, db_why, db_after_s = self._db_read(db, left_out or not_fetched)
         finally:
             for s in sessions.values():
                 s.stop()
+            if db is not None:
+                db.stop()
         # back to Ansible only after the instant and the clients' first connections: its
         # next tasks (a worker forked per client) would take the CPU the clients wake on
         time.sleep(max(0.0, start_at + QUIET_AFTER_S - time.time()))
@@ -352,6 +472,7 @@ class ActionModule(ActionBase):
             left_out=left_out,
             clients=sorted(sessions), fetched=sorted(fetched), not_fetched=not_fetched,
             fetched_s=fetched_s,
+            db_after=db_after, db_after_why=db_why, db_after_s=db_after_s,
             clocks={
                 h: {"offset_s": round(s.clock[1], 6), "bound_s": round(s.bound(), 6),
                     "applied_s": round(s.applied(), 6)}
@@ -359,6 +480,47 @@ class ActionModule(ActionBase):
             },
         )  # fmt: skip
         return result
+
+    def _open(self, sessions: dict[str, Session], args, hostvars, fetching: bool, left_out):
+        """One session per client into ``sessions``, all at once (one that cannot open:
+        ``left_out``)."""
+        polls = int(args["end_grace"] / 0.05)
+        for host, fifo in args["fifos"].items():
+            hv = hostvars[host]
+            become = bool(hv.get("ansible_become", self._play_context.become))
+            run_dir = str(args["run_dirs"].get(host, "")) if fetching else ""
+            argv = session_argv(
+                host, hv, str(fifo), args["arm_timeout"], become, run_dir=run_dir, polls=polls
+            )
+            try:
+                sessions[host] = Session(host, argv)
+            except OSError as exc:
+                left_out[host] = f"could not open a session: {exc}"
+
+    def _db_session(self, db_after: dict, hostvars) -> tuple[DbSnapshot | None, str]:
+        """The DB host's session opened (None and why not)."""
+        if not db_after:
+            return None, "not asked"
+        try:
+            host = str(db_after["host"])
+            params = snapshot_params(db_after["params"])
+            hv = hostvars[host]
+            become = bool(hv.get("ansible_become", self._play_context.become))
+            return DbSnapshot(db_session_argv(host, hv, params, become)), ""
+        except (KeyError, TypeError, ValueError, OSError) as exc:
+            return None, f"no session to the DB host: {exc!r}"
+
+    @staticmethod
+    def _db_read(db: DbSnapshot, missing) -> tuple[dict, str, float | None]:
+        """The DB host's counters after the run, once every client's outputs are in
+        (``missing``: the clients left out or not fetched, whose pgbench may still run):
+        (its {snapshot, log} or {}, why not, seconds it took)."""
+        if missing:
+            db.stop()
+            return {}, "not every client's outputs came back: read in the play after", None
+        asked = time.time()
+        doc, why = db.read()
+        return doc, why, round(time.time() - asked, 3)
 
     @staticmethod
     def _clocks(sessions: dict[str, Session], left_out, rounds: int = CLOCK_ROUNDS) -> None:

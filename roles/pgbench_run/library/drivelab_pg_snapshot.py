@@ -4,8 +4,11 @@ role's query (vars/main.yml ``__pgbench_run_stats_sql``: each client database's 
 counters, the server's checkpoint, background writer, WAL and I/O views, its clock and
 where it logs). After the run (``checkpoint_log``), the same module run also picks the
 server log's checkpoint lines between the before snapshot's clock (``since``) and this
-one's from the end of the log (module_utils drivelab_checkpointlog): not a module run
-for the query and another for the log on the path of every repetition (docs/scaling.md).
+one's from the end of the log (module_utils drivelab_snapshot, drivelab_checkpointlog):
+not a module run for the query and another for the log on the path of every repetition
+(docs/scaling.md). After a synchronized run the start action's session to the DB host
+runs the same code (module_utils drivelab_snapshot) and this module only when it could
+not (action_plugins/drivelab_start.py).
 
 The query comes from the role, never from an operator; a query that fails fails the
 module with psql's last line. A log that cannot be read does not: ``log.problem`` says
@@ -14,8 +17,8 @@ why, and the run goes on."""
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.drivelab_checkpointlog import checkpoint_lines
-from ansible.module_utils.drivelab_psql import PsqlError, json_row
+from ansible.module_utils.drivelab_psql import PsqlError
+from ansible.module_utils.drivelab_snapshot import snapshot
 
 DOCUMENTATION = r"""
 module: drivelab_pg_snapshot
@@ -49,24 +52,10 @@ def main():
     )
     p = module.params
     try:
-        snapshot = json_row(module, p["port"], p["socket"], p["sql"])
+        out = snapshot(module, p)
     except PsqlError as err:
         module.fail_json(msg=f"snapshot of the server on port {p['port']}: {err}")
-    out = {"changed": False, "snapshot": snapshot}
-    if p["checkpoint_log"]:
-        server = snapshot["server"]
-        out["log"] = checkpoint_lines(
-            p["major"],
-            p["cluster"],
-            p["since"],
-            server["at"],
-            logfile=server.get("logfile"),
-            data_directory=server.get("data_directory"),
-            timezone=server.get("log_timezone") or "UTC",
-            line_prefix=server.get("log_line_prefix"),
-            max_bytes=p["max_bytes"],
-        )
-    module.exit_json(**out)
+    module.exit_json(changed=False, **out)
 
 
 if __name__ == "__main__":
