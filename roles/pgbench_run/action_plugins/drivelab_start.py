@@ -40,7 +40,8 @@ imports, sent as the session's arguments) and waits. Once every client's outputs
 (so every pgbench has ended), the action tells it to go: it reads the server's counters
 and the log's checkpoint lines since the before snapshot, and returns them as
 ``db_after`` ({snapshot, log}); the play after the run writes them and runs no module for
-them (about 0.5 s of every repetition: docs/scaling.md). When anything else happened (a
+them (that play 0.71-0.76 -> 0.45-0.47 s, this action 0.14-0.16 s longer: docs/scaling.md,
+"Why the hot path is shaped as it is"). When anything else happened (a
 client left out or not fetched, the session failed, the query failed), ``db_after`` is
 empty, ``db_after_why`` says why, and that play reads them in its module run as before.
 
