@@ -239,9 +239,11 @@ def test_the_db_hosts_session_runs_the_snapshots_own_code_and_says_why_it_read_n
     assert out == b"ready\n" and quiet.proc.returncode == 0
 
 
-def test_the_db_hosts_session_is_asked_only_once_every_clients_outputs_are_in(tmp_path):
-    """The DB host's session goes when every client's outputs came back; its failure
-    leaves the start itself as it was (the play after then reads the counters)."""
+def test_a_db_host_that_cannot_read_leaves_the_start_and_its_fetch_as_they_were(tmp_path):
+    """Every client's outputs came back, so the DB host's session is asked; its failure
+    (no server) is named and leaves the start and the fetch as they were (the play after
+    then reads the counters). That it is not asked while outputs are missing:
+    test_a_run_that_does_not_end_in_time_is_left_to_ansibles_own_fetch."""
     command = ("/bin/sh", "-c", "echo started")
     db_after = {"host": "client1", "params": NO_SERVER}
     proc, start, _ = play(tmp_path, 2, command=command, duration=1, fetch=True, db_after=db_after)
