@@ -8,13 +8,23 @@ runner is run in a process of this script's that times each ``ansible-playbook``
 (:func:`collector.run.stages.run_playbook`) and the controller's own steps after a run
 (gather, store, telemetry) from the outside.
 
+The bench-only callback ``drivelab_trace`` (bench/callback) is enabled beside it: each
+host's own task starts and ends, into ``trace.jsonl`` in the results folder. From it each
+repetition's cycle is cut into segments (:data:`SEGMENTS`): the runner's hand-over and
+ansible-playbook's start-up, the DB host's path through the play before the run (its
+prelude, the cold start's module run, what follows it), the synchronized play around
+the start action, the start action beyond pgbench, the play after the run, the exit, and
+the runner's time until the next repetition's stage (``profile_tasks`` cannot say this
+under ``strategy: free``, where a task's figure is the time to any host's next task).
+
 Printed (and kept as JSON in the results folder, ``steps.json``):
 - per stage (playbook): invocations, mean wall, of which tasks, and the rest (start-up of
   ansible-playbook, loading the inventory and roles, plays);
 - per task of the pgbench stage, mean seconds per repetition, and the same per cell
   stage (drives, database) per cell;
 - per repetition: the pgbench stage, of which inside pgbench (first launch to last
-  end, the clients' command.json), and outside it.
+  end, the clients' command.json), and outside it;
+- the segments of a repetition's cycle, mean (min-max) (written into the section too).
 
 A run writes nothing to docs/benchmarks.md; ``--compare BEFORE AFTER`` writes its section
 ``steps`` from two kept runs (their results folders, e.g. one made on an older commit
@@ -48,6 +58,11 @@ PLACEMENTS = ("tablespace", "cluster")
 DURATION = 10
 REPETITIONS = 2
 
+#: bench/callback: drivelab_trace, each host's task starts and ends, into TRACE beside the
+#: timings (the critical path of a repetition: :func:`critical_path`)
+CALLBACKS = Path(__file__).resolve().parent / "callback"
+TRACE = "trace.jsonl"
+
 #: profile_tasks' summary line: "<role> : <task> ------ 1.23s" (sort order none: run order)
 _TASK = re.compile(r"^(?P<name>.+?) -+ (?P<sec>\d+\.\d+)s\s*$")
 
@@ -77,8 +92,10 @@ def inner(scenario_path: str, timings: str) -> int:
     # for the playbooks only: the preflight's ad-hoc ping reads Ansible's JSON output
     profiled = {
         "ANSIBLE_CALLBACKS_ENABLED": (
-            "drivelab_failures,drivelab_module_cache,ansible.posix.profile_tasks"
+            "drivelab_failures,drivelab_module_cache,ansible.posix.profile_tasks,drivelab_trace"
         ),
+        "ANSIBLE_CALLBACK_PLUGINS": f"{REPO / 'collector/ansible_plugins/callback'}:{CALLBACKS}",
+        "DRIVELAB_TRACE": str(Path(timings).with_name(TRACE)),
         "PROFILE_TASKS_SORT_ORDER": "none",
         "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "all",
     }
@@ -185,7 +202,122 @@ def analyse(results: Path, timings: Path) -> dict:
         inside = span[1] - span[0] if span else None
         reps.append({"run": str(run_json.parent.relative_to(results)), "stage": stage,
                      "pgbench": inside, "outside": stage - inside if inside else None})  # fmt: skip
-    return {"stages": by_stage, "controller": controller, "reps": reps}
+    return {"stages": by_stage, "controller": controller, "reps": reps,
+            "critical": critical_path(results, timings)}  # fmt: skip
+
+
+#: the segments of one repetition's cycle, in order (:func:`critical_path`)
+SEGMENTS = (
+    ("start", "the runner hands the stage over, to ansible-playbook's first play (start-up)"),
+    ("before_db_prelude", "play before the run, DB host: to its cold start's module run"),
+    ("cold_start_module",
+     "play before the run, DB host: the module run (cold start, environment, counters)"),
+    ("before_db_after", "play before the run, DB host: after that module run, to the play's end"),
+    ("sync_prelude", "synchronized play: to the start action"),
+    ("action_beyond_pgbench",
+     "synchronized play: the start action beyond pgbench (the instant's lead, outputs, DB read)"),
+    ("pgbench", "pgbench itself (first launch to last end, the clients' command.json)"),
+    ("sync_after", "synchronized play: after the start action, to the play's end"),
+    ("after_play", "play after the run, and the plays after it, to the last play's end"),
+    ("exit", "the last play's end to the runner's return (ansible-playbook's exit)"),
+    ("between",
+     "the runner's return to the next repetition's stage (gather, store, the hand-over)"),
+)  # fmt: skip
+#: the task names the segments start and end at (roles/pgbench_run, playbooks/pgbench.yml)
+_COLD = "pgbench_run : The cold start where asked"
+_START = "pgbench_run : Hand the start instant"
+_ARMED = "pgbench_run : Where each client's wrapper arms"
+
+
+def critical_path(results: Path, timings: Path) -> list[dict]:
+    """Per repetition (one ``pgbench`` playbook each), its cycle cut into :data:`SEGMENTS`
+    from the trace callback's lines (each host's own task starts and ends), the runner's
+    timings and the run folders' pgbench spans: the DB host's path through the play
+    before the run is the longer one (``clients_armed_s``, the clients' path, beside it)."""
+    trace = results / TRACE
+    if not trace.exists():
+        return []
+    recs = [json.loads(ln) for ln in timings.read_text(encoding="utf-8").splitlines() if ln]
+    stages = sorted((r for r in recs if r["kind"] == "playbook"), key=lambda r: r["start"])
+    events: dict[int, list[dict]] = defaultdict(list)
+    for ln in trace.read_text(encoding="utf-8").splitlines():
+        if ln.strip():
+            ev = json.loads(ln)
+            events[ev["pid"]].append(ev)
+    procs = sorted(
+        (evs for evs in events.values()
+         if any(e["ev"] == "playbook" and e["name"] == "pgbench.yml" for e in evs)),
+        key=lambda evs: evs[0]["t"],
+    )  # fmt: skip
+    runs = []
+    for run_json in sorted((results / "runs").rglob("run.json")):
+        doc = json.loads(run_json.read_text(encoding="utf-8"))
+        runs.append((doc["started_at"], pgbench_span(run_json.parent)))
+    spans = [span for _, span in sorted(runs, key=lambda r: r[0])]
+    pg_stages = [r for r in stages if r["what"] == "pgbench"]
+    if not (len(procs) == len(pg_stages) == len(spans)):
+        print(f"trace: {len(procs)} pgbench processes, {len(pg_stages)} stages, {len(spans)} "
+              "runs: not matched, no critical path")  # fmt: skip
+        return []
+    out = []
+    for evs, stage, span in zip(procs, pg_stages, spans, strict=True):
+        one = {e["ev"]: e["t"] for e in evs if e["ev"] in ("playbook", "stats", "exit")}
+        plays = [(e["name"], e["t"]) for e in evs if e["ev"] == "play"]
+        tasks = [e for e in evs if e["ev"] == "task" and e.get("start") is not None]
+        cold = next((t for t in tasks if t["task"].startswith(_COLD)), None)
+        start = next((t for t in tasks if t["task"].startswith(_START)), None)
+        armed = [t["end"] for t in tasks if t["task"].startswith(_ARMED)]
+        if cold is None or start is None or span is None or "stats" not in one:
+            continue  # a repetition that failed, or ran without a cold start
+        play_at = dict(plays)
+        before = next(t for n, t in plays if n.startswith("Before the run"))
+        sync = play_at["Synchronized pgbench"]
+        after = next(t for n, t in plays if n.startswith("After the run"))
+        nxt = next((r for r in stages if r["start"] >= stage["end"]), None)
+        seg = {
+            "start": before - stage["start"],
+            "before_db_prelude": cold["start"] - before,
+            "cold_start_module": cold["end"] - cold["start"],
+            "before_db_after": sync - cold["end"],
+            "sync_prelude": start["start"] - sync,
+            "action_beyond_pgbench": (start["end"] - start["start"]) - (span[1] - span[0]),
+            "pgbench": span[1] - span[0],
+            "sync_after": after - start["end"],
+            "after_play": one["stats"] - after,
+            "exit": stage["end"] - one["stats"],
+            "between": (nxt["start"] - stage["end"])
+            if nxt is not None and nxt["what"] == "pgbench" else None,
+        }  # fmt: skip
+        seg["clients_armed_s"] = max(armed) - before if armed else None
+        out.append(seg)
+    return out
+
+
+def critical_table(paths: list[list[dict]], names: list[str]) -> list[str]:
+    """Markdown: each segment's mean (min-max) over the repetitions, one column per run."""
+    rows = [f"| segment of a repetition's cycle | {' | '.join(names)} |",
+            "|---|" + "---:|" * len(names)]  # fmt: skip
+    beside = (
+        "clients_armed_s",
+        "(beside the DB host's path: the clients armed, from the play's start)",
+    )
+    for key, label in (*SEGMENTS, beside):
+        cells = [_spread2([r[key] for r in reps if r.get(key) is not None]) for reps in paths]
+        rows.append(f"| {label} | {' | '.join(cells)} |")
+    totals = []
+    for reps in paths:
+        full = [r for r in reps if r["between"] is not None]
+        totals.append(
+            f"**{_spread2([sum(r[k] for k, _ in SEGMENTS) - r['pgbench'] for r in full])}**"
+        )
+    rows.append(
+        f"| **the cycle less pgbench (repetitions a repetition follows)** | {' | '.join(totals)} |"
+    )
+    return rows
+
+
+def _spread2(xs: list[float]) -> str:
+    return f"{mean(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})" if xs else "-"
 
 
 def mean(xs: list[float]) -> float:
@@ -235,6 +367,12 @@ def print_tables(data: dict) -> None:
         print(f"| {r['run']} | {r['stage']:.1f} | {inside:.1f} | {outside:.1f} |")
     outs = [r["outside"] for r in reps if r["outside"] is not None]
     print(f"\nmean outside pgbench per repetition: {mean(outs):.2f} s over {len(outs)}")
+    _print_critical(data)
+
+
+def _print_critical(data: dict) -> None:
+    if data.get("critical"):
+        print("\n" + "\n".join(critical_table([data["critical"]], ["s"])))
 
 
 def _kept(results: Path) -> dict:
@@ -296,6 +434,15 @@ def compare(before: Path, after: Path, names: list[str]) -> None:
         f"| **per repetition, outside pgbench** | **{_spread(outs[0])} s** "
         f"| **{_spread(outs[1])} s** |"
     )
+    if all(data.get("critical") for _, data in runs):
+        body += [
+            "",
+            "One repetition's cycle, cut where each host's own task starts and ends say "
+            "(bench/callback/drivelab_trace.py; the DB host's path through the play before "
+            "the run is the longer one): seconds, mean (min-max) over the repetitions.",
+            "",
+        ]
+        body += critical_table([data["critical"] for _, data in runs], names)
     for stage in ("pgbench", "database"):
         for name, data in runs:
             body += ["", f"`{stage}` playbook, {name}: seconds per play (mean)", ""]

@@ -57,3 +57,40 @@ def test_each_stage_gets_its_own_logs_in_order(tmp_path):
         "drives": [[("drives", 5.0)]],
         "pgbench": [[("first repetition", 3.0)], [("second repetition", 4.0)]],
     }, plays
+
+
+STEPS = Path(__file__).resolve().parents[1] / "data" / "steps"
+
+
+def test_a_repetitions_cycle_is_cut_where_each_hosts_own_tasks_start_and_end():
+    """Two repetitions of a real bench/steps.py run (2 clients, 10 s; the trace callback's
+    lines, the runner's timings, the run folders' command.json): the segments add up to
+    each pgbench stage's wall, none is negative, the DB host's path through the play
+    before the run is its own (the cold start's module run as the trace timed it), and
+    only a repetition the next one follows has the runner's time between them."""
+    reps = steps.critical_path(STEPS, STEPS / "timings.jsonl")
+    timings = [json.loads(ln) for ln in (STEPS / "timings.jsonl").read_text().splitlines()]
+    assert len(reps) == len(timings) == 2
+    trace = [json.loads(ln) for ln in (STEPS / "trace.jsonl").read_text().splitlines()]
+    modules = [e["end"] - e["start"] for e in trace
+               if e["ev"] == "task" and e["task"].startswith(steps._COLD)]  # fmt: skip
+    for rep, stage, module in zip(reps, timings, modules, strict=True):
+        cycle = [rep[key] for key, _ in steps.SEGMENTS if key != "between"]
+        assert min(cycle) >= 0, rep
+        assert abs(sum(cycle) - (stage["end"] - stage["start"])) < 1e-6, rep
+        assert rep["cold_start_module"] == module
+        assert 10.0 <= rep["pgbench"] <= 10.2, rep
+        # the clients' path (run folders, wrappers armed) ends before the DB host's
+        before_db = rep["before_db_prelude"] + rep["cold_start_module"] + rep["before_db_after"]
+        assert rep["clients_armed_s"] < before_db, rep
+    assert reps[0]["between"] == timings[1]["start"] - timings[0]["end"]
+    assert reps[1]["between"] is None
+    table = steps.critical_table([reps], ["a"])
+    cycle_less_pgbench = sum(reps[0][k] for k, _ in steps.SEGMENTS) - reps[0]["pgbench"]
+    assert table[-1].endswith(f"**{cycle_less_pgbench:.2f} ({cycle_less_pgbench:.2f}-"
+                              f"{cycle_less_pgbench:.2f})** |"), table[-1]  # fmt: skip
+
+
+def test_a_run_without_the_trace_has_no_cycle_cut(tmp_path):
+    (tmp_path / "timings.jsonl").write_text((STEPS / "timings.jsonl").read_text())
+    assert steps.critical_path(tmp_path, tmp_path / "timings.jsonl") == []
