@@ -252,15 +252,16 @@ def critical_path(results: Path, timings: Path) -> list[dict]:
     runs = []
     for run_json in sorted((results / "runs").rglob("run.json")):
         doc = json.loads(run_json.read_text(encoding="utf-8"))
-        runs.append((doc["started_at"], pgbench_span(run_json.parent)))
-    spans = [span for _, span in sorted(runs, key=lambda r: r[0])]
+        runs.append((doc["started_at"], run_json.parent))
+    folders = [folder for _, folder in sorted(runs, key=lambda r: r[0])]
+    spans = [pgbench_span(folder) for folder in folders]
     pg_stages = [r for r in stages if r["what"] == "pgbench"]
     if not (len(procs) == len(pg_stages) == len(spans)):
         print(f"trace: {len(procs)} pgbench processes, {len(pg_stages)} stages, {len(spans)} "
               "runs: not matched, no critical path")  # fmt: skip
         return []
     out = []
-    for evs, stage, span in zip(procs, pg_stages, spans, strict=True):
+    for evs, stage, span, folder in zip(procs, pg_stages, spans, folders, strict=True):
         one = {e["ev"]: e["t"] for e in evs if e["ev"] in ("playbook", "stats", "exit")}
         plays = [(e["name"], e["t"]) for e in evs if e["ev"] == "play"]
         tasks = [e for e in evs if e["ev"] == "task" and e.get("start") is not None]
@@ -289,8 +290,22 @@ def critical_path(results: Path, timings: Path) -> list[dict]:
             if nxt is not None and nxt["what"] == "pgbench" else None,
         }  # fmt: skip
         seg["clients_armed_s"] = max(armed) - before if armed else None
+        seg["cold_start_steps_s"] = cold_start_path(folder / "cold_start.json")
         out.append(seg)
     return out
+
+
+def cold_start_path(path: Path) -> float | None:
+    """The cold start's own seconds on its longest path, from its ``cold_start.json``:
+    its stages run one after another, the steps of a stage (one per client database,
+    named "<step> <database>") at once (module_utils drivelab_coldstart)."""
+    if not path.exists():
+        return None
+    stages: dict[str, float] = defaultdict(float)
+    for step, sec in json.loads(path.read_text(encoding="utf-8"))["seconds"].items():
+        key = step.split(" drivelab_", 1)[0]
+        stages[key] = max(stages[key], sec)
+    return sum(stages.values())
 
 
 def critical_table(paths: list[list[dict]], names: list[str]) -> list[str]:
@@ -298,10 +313,12 @@ def critical_table(paths: list[list[dict]], names: list[str]) -> list[str]:
     rows = [f"| segment of a repetition's cycle | {' | '.join(names)} |",
             "|---|" + "---:|" * len(names)]  # fmt: skip
     beside = (
-        "clients_armed_s",
-        "(beside the DB host's path: the clients armed, from the play's start)",
-    )
-    for key, label in (*SEGMENTS, beside):
+        ("cold_start_steps_s",
+         "(of the module run: the cold start's own steps on their longest path, cold_start.json)"),
+        ("clients_armed_s",
+         "(beside the DB host's path: the clients armed, from the play's start)"),
+    )  # fmt: skip
+    for key, label in (*SEGMENTS, *beside):
         cells = [_spread2([r[key] for r in reps if r.get(key) is not None]) for reps in paths]
         rows.append(f"| {label} | {' | '.join(cells)} |")
     totals = []

@@ -83,6 +83,11 @@ def test_a_repetitions_cycle_is_cut_where_each_hosts_own_tasks_start_and_end():
         # the clients' path (run folders, wrappers armed) ends before the DB host's
         before_db = rep["before_db_prelude"] + rep["cold_start_module"] + rep["before_db_after"]
         assert rep["clients_armed_s"] < before_db, rep
+        # the cold start's own steps, on their longest path, are inside its module run
+        assert 0 < rep["cold_start_steps_s"] < rep["cold_start_module"], rep
+    # vacuums at once, checkpoint, stop, page-cache drop, start, warm-ups and transactions
+    assert abs(reps[0]["cold_start_steps_s"] - (0.101 + 0.04 + 0.128 + 0.087 + 0.148 + 0.051
+                                                + 0.043)) < 1e-9  # fmt: skip
     assert reps[0]["between"] == timings[1]["start"] - timings[0]["end"]
     assert reps[1]["between"] is None
     table = steps.critical_table([reps], ["a"])
