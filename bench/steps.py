@@ -233,7 +233,8 @@ def critical_path(results: Path, timings: Path) -> list[dict]:
     """Per repetition (one ``pgbench`` playbook each), its cycle cut into :data:`SEGMENTS`
     from the trace callback's lines (each host's own task starts and ends), the runner's
     timings and the run folders' pgbench spans: the DB host's path through the play
-    before the run is the longer one (``clients_armed_s``, the clients' path, beside it)."""
+    before the run is the longer one (``clients_armed_s``, the clients' path, beside it;
+    ``cold_start_steps_s``, :func:`cold_start_path`, inside its module run)."""
     trace = results / TRACE
     if not trace.exists():
         return []
@@ -262,13 +263,13 @@ def critical_path(results: Path, timings: Path) -> list[dict]:
         return []
     out = []
     for evs, stage, span, folder in zip(procs, pg_stages, spans, folders, strict=True):
-        one = {e["ev"]: e["t"] for e in evs if e["ev"] in ("playbook", "stats", "exit")}
+        stats = next((e["t"] for e in evs if e["ev"] == "stats"), None)
         plays = [(e["name"], e["t"]) for e in evs if e["ev"] == "play"]
         tasks = [e for e in evs if e["ev"] == "task" and e.get("start") is not None]
         cold = next((t for t in tasks if t["task"].startswith(_COLD)), None)
         start = next((t for t in tasks if t["task"].startswith(_START)), None)
         armed = [t["end"] for t in tasks if t["task"].startswith(_ARMED)]
-        if cold is None or start is None or span is None or "stats" not in one:
+        if cold is None or start is None or span is None or stats is None:
             continue  # a repetition that failed, or ran without a cold start
         play_at = dict(plays)
         before = next(t for n, t in plays if n.startswith("Before the run"))
@@ -284,8 +285,8 @@ def critical_path(results: Path, timings: Path) -> list[dict]:
             "action_beyond_pgbench": (start["end"] - start["start"]) - (span[1] - span[0]),
             "pgbench": span[1] - span[0],
             "sync_after": after - start["end"],
-            "after_play": one["stats"] - after,
-            "exit": stage["end"] - one["stats"],
+            "after_play": stats - after,
+            "exit": stage["end"] - stats,
             "between": (nxt["start"] - stage["end"])
             if nxt is not None and nxt["what"] == "pgbench" else None,
         }  # fmt: skip
