@@ -239,6 +239,26 @@ def test_the_db_hosts_session_runs_the_snapshots_own_code_and_says_why_it_read_n
     assert out == b"ready\n" and quiet.proc.returncode == 0
 
 
+def test_the_db_hosts_python_may_be_a_command_line_as_ansible_takes_it():
+    """An inventory's interpreter "/usr/bin/env python3" (a command line, which Ansible
+    runs as such) opens the session as it would the module: not a program of that name,
+    which fails to start and leaves the read to the play after."""
+    params = drivelab_start.snapshot_params(NO_SERVER)
+    env_python = {"ansible_connection": "local",
+                  "ansible_python_interpreter": f"/usr/bin/env {sys.executable}"}  # fmt: skip
+    argv = drivelab_start.db_session_argv("db", env_python, params, become=False)
+    assert argv[:3] == ["/usr/bin/env", sys.executable, "-c"], argv[:3]
+    session = drivelab_start.DbSnapshot(argv)
+    assert session.proc.stdout.readline() == b"ready\n"  # it started, and waits
+    out, _ = session.proc.communicate(b"stop\n", timeout=30)
+    assert session.proc.returncode == 0, out
+    # Ansible's own discovery ("auto", a template) is not a command: python3 is run
+    for value in ("auto_silent", "{{ discovered_interpreter_python }}"):
+        hv = {"ansible_connection": "local", "ansible_python_interpreter": value}
+        assert drivelab_start.db_session_argv("db", hv, params, become=False)[:2] == [
+            "python3", "-c"]  # fmt: skip
+
+
 def test_a_db_host_that_cannot_read_leaves_the_start_and_its_fetch_as_they_were(tmp_path):
     """Every client's outputs came back, so the DB host's session is asked; its failure
     (no server) is named and leaves the start and the fetch as they were (the play after

@@ -314,13 +314,13 @@ class DbSnapshot:
 
 def db_session_argv(host: str, hv, params: dict, become: bool) -> list[str]:
     """How to open the DB host's session, from its inventory variables ``hv``: its
-    Python (the inventory's, else python3) with :data:`SNAPSHOT_PY`, the parameters and
-    the snapshot's sources as arguments."""
+    Python (the inventory's, a command line as Ansible takes it, "/usr/bin/env python3"
+    say; else python3) with :data:`SNAPSHOT_PY`, the parameters and the snapshot's
+    sources as arguments."""
     python = str(hv.get("ansible_python_interpreter") or "python3")
-    if python.startswith("auto") or "{" in python:
-        python = "python3"
+    words = shlex.split(python) if not (python.startswith("auto") or "{" in python) else []
     sources = [(name, path.read_text(encoding="utf-8")) for name, path in SNAPSHOT_SOURCES]
-    script = [python, "-c", SNAPSHOT_PY, json.dumps(params), json.dumps(sources)]
+    script = [*(words or ["python3"]), "-c", SNAPSHOT_PY, json.dumps(params), json.dumps(sources)]
     return remote_argv(host, hv, script, become)
 
 
