@@ -320,22 +320,18 @@ def critical_table(paths: list[list[dict]], names: list[str]) -> list[str]:
          "(beside the DB host's path: the clients armed, from the play's start)"),
     )  # fmt: skip
     for key, label in (*SEGMENTS, *beside):
-        cells = [_spread2([r[key] for r in reps if r.get(key) is not None]) for reps in paths]
+        cells = [_spread([r[key] for r in reps if r.get(key) is not None], 2) for reps in paths]
         rows.append(f"| {label} | {' | '.join(cells)} |")
     totals = []
     for reps in paths:
         full = [r for r in reps if r["between"] is not None]
         totals.append(
-            f"**{_spread2([sum(r[k] for k, _ in SEGMENTS) - r['pgbench'] for r in full])}**"
+            f"**{_spread([sum(r[k] for k, _ in SEGMENTS) - r['pgbench'] for r in full], 2)}**"
         )
     rows.append(
         f"| **the cycle less pgbench (repetitions a repetition follows)** | {' | '.join(totals)} |"
     )
     return rows
-
-
-def _spread2(xs: list[float]) -> str:
-    return f"{mean(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})" if xs else "-"
 
 
 def mean(xs: list[float]) -> float:
@@ -411,8 +407,9 @@ def _plays(data: dict, stage: str) -> dict[str, float]:
     return out
 
 
-def _spread(xs: list[float]) -> str:
-    return f"{mean(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})" if xs else "-"
+def _spread(xs: list[float], digits: int = 1) -> str:
+    """mean (min-max), ``digits`` after the point; "-" for none."""
+    return f"{mean(xs):.{digits}f} ({min(xs):.{digits}f}-{max(xs):.{digits}f})" if xs else "-"
 
 
 def compare(before: Path, after: Path, names: list[str]) -> None:
